@@ -1,0 +1,28 @@
+# The two commands of the README. Both create .venv with Python 3.12 (found through
+# .python-version by pyenv, or as python3.12 on PATH) and install the package into it.
+PYTHON ?= $(shell command -v python3.12 2>/dev/null || command -v python3)
+VENV := .venv
+export OPENBLAS_NUM_THREADS = 1
+
+.PHONY: setup setup-dev demo test lint
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+
+setup: $(VENV)/bin/python
+	$(VENV)/bin/python -m pip install -q -e .
+
+setup-dev: $(VENV)/bin/python
+	$(VENV)/bin/python -m pip install -q -e ".[dev]"
+
+# Main job: a real BM3KL fit with diagnostics on scikit-learn's bundled breast-cancer data.
+demo: setup
+	$(VENV)/bin/bayesmkl demo --out bayesmkl-demo
+
+lint: setup-dev
+	$(VENV)/bin/ruff check .
+
+# Tests: lint, then pytest (pytest's exit code 5, "no tests collected", fails like any other).
+test: lint
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider

@@ -1,0 +1,96 @@
+"""Common scikit-learn plumbing for the MKL baselines.
+
+Every SVM-based baseline learns kernel weights ``mu: (P,)`` shared by all one-vs-rest problems and,
+per problem c, signed dual coefficients ``v_c: (N,)`` and an intercept ``b_c``. Subclasses implement
+:meth:`_fit_kernels`, which receives the training kernels and the ±1 target matrix, and sets
+``kernel_weights_``, ``dual_coef_`` (C, N) and ``intercept_`` (C,). Everything else (kernel
+resolution, label encoding, validation, decision values, prediction) is here, once.
+
+Binary problems use one classifier (C = 1, +1 = ``classes_[1]``); K ≥ 3 classes use one-vs-rest with
+shared weights (C = K).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils.validation import check_is_fitted
+
+from bayesmkl.kernels.input import KernelInput
+
+
+def validate_labels(y, n_samples: int):
+    """Encode labels; return ``(classes, codes)``; refuse one class or a length mismatch."""
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"y must be one-dimensional; got shape {y.shape}")
+    if y.shape[0] != n_samples:
+        raise ValueError(
+            f"X and y have different lengths: {n_samples} samples in X, {y.shape[0]} labels in y"
+        )
+    enc = LabelEncoder().fit(y)
+    if len(enc.classes_) < 2:
+        raise ValueError(
+            f"y has a single class ({enc.classes_[0]!r}); a classifier needs at least two"
+        )
+    return enc.classes_, enc.transform(y)
+
+
+def signed_targets(codes: np.ndarray, n_classes: int) -> np.ndarray:
+    """±1 targets ``(C, N)``: one row for a binary problem, one row per class otherwise."""
+    if n_classes == 2:
+        return np.where(codes == 1, 1.0, -1.0)[None, :]
+    return np.where(codes[None, :] == np.arange(n_classes)[:, None], 1.0, -1.0)
+
+
+class MKLClassifierBase(ClassifierMixin, BaseEstimator):
+    """Base class: subclasses define ``__init__`` (with a ``kernels`` parameter) and
+    ``_fit_kernels(K, Y)``."""
+
+    def _n_samples(self, X) -> int:
+        if isinstance(X, list | tuple) or (hasattr(X, "ndim") and X.ndim == 3):
+            return int(np.asarray(X[0]).shape[0])
+        return int(np.asarray(X).shape[0]) if hasattr(X, "shape") else len(X)
+
+    def fit(self, X, y):
+        """Fit on features ``X: (N, d)`` (or a precomputed stack ``(P, N, N)``) and labels ``y``.
+
+        Returns
+        -------
+        self
+        """
+        self.kernel_input_, K = KernelInput.fit(self.kernels, X)
+        self.classes_, codes = validate_labels(y, K.shape[1])
+        if self.kernel_input_.pool is not None:
+            self.n_features_in_ = int(np.asarray(X).shape[1])
+        self.kernel_names_ = list(self.kernel_input_.names)
+        Y = signed_targets(codes, len(self.classes_))
+        self._fit_kernels(np.asarray(K, dtype=np.float64), Y)
+        return self
+
+    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def _test_kernels(self, X) -> np.ndarray:
+        check_is_fitted(self, "kernel_input_")
+        return np.asarray(self.kernel_input_.cross(X), dtype=np.float64)
+
+    def decision_function(self, X):
+        """Decision values: ``(M,)`` for binary problems, ``(M, n_classes)`` otherwise."""
+        Kt = self._test_kernels(X)
+        P, M, N = Kt.shape
+        Kmu = (np.asarray(self.kernel_weights_) @ Kt.reshape(P, -1)).reshape(M, N)
+        F = Kmu @ self.dual_coef_.T + self.intercept_[None, :]  # (M, C)
+        return F[:, 0] if F.shape[1] == 1 else F
+
+    def predict(self, X):
+        """Class labels: sign of the binary decision value, or one-vs-rest argmax."""
+        F = self.decision_function(X)
+        idx = (F > 0).astype(int) if F.ndim == 1 else np.argmax(F, axis=1)
+        return self.classes_[idx]
+
+    def selected_kernels(self, rel_threshold: float = 1e-3) -> int:
+        """Number of kernels with weight above ``rel_threshold · max(weight)`` (paper A's MNK)."""
+        mu = np.asarray(self.kernel_weights_)
+        return int(np.sum(mu > rel_threshold * mu.max()))

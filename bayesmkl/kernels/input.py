@@ -1,0 +1,104 @@
+"""Interpretation of an estimator's ``kernels=`` argument, shared by every classifier.
+
+Accepted values
+---------------
+``"bsvm16"``, ``"simplemkl"``
+    Named pool recipes (:meth:`KernelPool.bsvm16`, :meth:`KernelPool.simplemkl`).
+:class:`~bayesmkl.kernels.KernelPool`
+    A user pool; it is copied before fitting, so the estimator never mutates its parameter.
+``"precomputed"``
+    ``fit(K, y)`` takes a stack ``(P, N, N)`` (or a list of ``N x N`` Gram matrices) and
+    ``predict(K_test)`` takes ``(P, M, N)``.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+
+from bayesmkl.kernels.pool import KernelPool, validate_precomputed
+
+NAMED_POOLS = ("bsvm16", "simplemkl")
+
+
+def resolve_kernels(kernels) -> KernelPool | None:
+    """Return a fresh, unfitted pool for ``kernels``, or ``None`` for ``"precomputed"``.
+
+    Raises
+    ------
+    ValueError
+        If ``kernels`` is neither a known name, ``"precomputed"`` nor a :class:`KernelPool`.
+    """
+    if isinstance(kernels, KernelPool):
+        return copy.deepcopy(kernels)
+    if isinstance(kernels, str):
+        if kernels == "precomputed":
+            return None
+        if kernels in NAMED_POOLS:
+            return getattr(KernelPool, kernels)()
+    raise ValueError(
+        f"kernels={kernels!r} is not understood: use one of {NAMED_POOLS + ('precomputed',)} "
+        "or a bayesmkl.KernelPool"
+    )
+
+
+@dataclass
+class KernelInput:
+    """The fitted kernel side of an estimator: its pool (or ``None``) and the training shape.
+
+    Training kernels are returned by :meth:`fit` but not kept here, so a fitted estimator does
+    not hold a ``(P, N, N)`` tensor it no longer needs (new rows come from the pool).
+
+    Attributes
+    ----------
+    pool : KernelPool or None
+        The fitted pool, or ``None`` when kernels are precomputed.
+    names : list of str
+        One name per kernel, length P.
+    n_train : int
+        N, the number of training points.
+    """
+
+    pool: KernelPool | None
+    names: list
+    n_train: int
+
+    @classmethod
+    def fit(cls, kernels, X, *, dtype=None) -> tuple[KernelInput, np.ndarray]:
+        """Resolve ``kernels``, build the training kernels from ``X``; return ``(input, K)``.
+
+        ``X`` is a feature matrix ``(N, d)``, or for ``kernels="precomputed"`` a stack
+        ``(P, N, N)`` or a list of Gram matrices. ``K`` has shape ``(P, N, N)``.
+        """
+        pool = resolve_kernels(kernels)
+        if pool is None:
+            K, names = validate_precomputed(X)
+        else:
+            if dtype is not None:
+                pool.dtype = dtype
+            pool.fit(X)
+            K, names = pool.train_kernels(), list(pool.names)
+        if dtype is not None:
+            K = K.astype(dtype, copy=False)
+        return cls(pool=pool, names=list(names), n_train=int(K.shape[-1])), K
+
+    @property
+    def n_kernels(self) -> int:
+        return len(self.names)
+
+    def cross(self, X) -> np.ndarray:
+        """Kernel rows between new points and the training points, ``(P, M, N)``."""
+        if self.pool is None:
+            Kt = np.asarray(X)
+            P, N = self.n_kernels, self.n_train
+            if Kt.ndim != 3 or Kt.shape[0] != P or Kt.shape[2] != N:
+                raise ValueError(
+                    "with kernels='precomputed', new data must be a kernel stack of shape "
+                    f"(P, M, N) = ({P}, M, {N}); got shape {Kt.shape}"
+                )
+            if not np.all(np.isfinite(Kt)):
+                raise ValueError("the precomputed test kernels contain NaN or inf")
+            return Kt
+        return self.pool.cross_kernels(X)
