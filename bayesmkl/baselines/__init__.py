@@ -1,0 +1,45 @@
+"""Deterministic and variational MKL baselines, run on the same kernels as BM3KL.
+
+Each is a scikit-learn classifier taking the same ``kernels=`` argument as
+:class:`bayesmkl.BM3KLClassifier` (see :mod:`bayesmkl.kernels.input`).
+
+=====================  ==================================================================
+class                  method
+=====================  ==================================================================
+AverageMKL             uniform weights, one SVM
+BestSingleKernelSVM    the single kernel chosen by cross-validation
+SimpleMKL              L1-MKL by reduced gradient (Rakotomamonjy et al. 2008)
+LpMKL                  Lp-norm MKL with Kloft's analytic update (p = 1 … ∞)
+SoftMarginMKL          SM1MKL (hinge), SM2MKL (square hinge), square loss (Xu et al. 2013)
+SGMKL                  elastic-net constrained MKL (Yang et al. 2011)
+MLMKLSum, MLMKLSA      multi-label MKL, summed or worst-class by stochastic approximation
+MKMMC                  multiple-kernel maximum margin criterion + 1-NN (Gu & Zhou)
+BEMKL                  Bayesian efficient MKL by variational Bayes (Gönen 2012); sparse=True
+                       gives sBEMKL
+BM3KLMAP               MAP estimate of the BM3KL posterior
+=====================  ==================================================================
+"""
+
+_MODULES = {
+    "AverageMKL": "average",
+    "BestSingleKernelSVM": "average",
+    "SimpleMKL": "simplemkl",
+    "LpMKL": "lpmkl",
+    "SoftMarginMKL": "softmargin",
+    "SGMKL": "sgmkl",
+    "MLMKLSum": "mlmkl",
+    "MLMKLSA": "mlmkl",
+    "MKMMC": "mkmmc",
+    "BEMKL": "bemkl",
+    "BM3KLMAP": "map",
+}
+
+__all__ = sorted(_MODULES)
+
+
+def __getattr__(name):
+    if name in _MODULES:
+        import importlib
+
+        return getattr(importlib.import_module(f"bayesmkl.baselines.{_MODULES[name]}"), name)
+    raise AttributeError(f"module 'bayesmkl.baselines' has no attribute {name!r}")
