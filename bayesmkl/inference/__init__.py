@@ -1,0 +1,6 @@
+"""BM3KL inference: pure conditional samplers, kernel-weight moves and the MCMC kernel."""
+
+from bayesmkl.inference.kernel import BM3KL, BM3KLConfig, BM3KLState, init_state, sweep
+from bayesmkl.inference.moves import MOVES
+
+__all__ = ["BM3KL", "BM3KLConfig", "BM3KLState", "MOVES", "init_state", "sweep"]

@@ -1,0 +1,323 @@
+"""The BM3KL Gibbs sweep: a pure functional core and a thin NumPyro ``MCMCKernel`` around it.
+
+One sweep, in the paper's order (spec §5):
+
+1. Φ = A·K_m for all m (one GEMM over the stored kernels);
+2. the kernel-weight move on e (``"paper" | "stable" | "exact" | "rmala"``), then, except for the
+   literal ``"paper"`` move, the exact scale refresh e ← w·Gamma(Ση, 1);
+3. K_w = Σ w_m K_m (one GEMV), f = A K_w + b, λ | rest;
+4. (a, b) | rest by Matheron's rule, batched over classes;
+5. ν | a, ς and ς | ν.
+
+The whole sweep is one jitted function of ``(state, K, delta)``; it is compiled once per data
+shape and configuration. The kernels ``K: (P, N, N)`` and targets ``delta: (C, N)`` are the
+*model arguments* (``MCMC.run(key, K, delta)``), never closure constants, so they are not baked
+into the compiled program; run :class:`numpyro.infer.MCMC` with ``jit_model_args=True``.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from numpyro.infer.mcmc import MCMCKernel
+
+from bayesmkl.inference import conditionals as cond
+from bayesmkl.inference.moves import (
+    EXACT_MOVES,
+    MOVE_FUNCTIONS,
+    MOVES,
+    TARGET_ACCEPT,
+    DualAveragingState,
+    dual_averaging_init,
+    dual_averaging_update,
+)
+from bayesmkl.model import Hyper, bm3kl_model, combine_kernels, decision_values, log_joint
+
+SITES = ("e", "a", "b", "lam", "nu", "varsigma")
+
+
+class BM3KLConfig(NamedTuple):
+    """Static configuration of the sweep (hashable; part of the compilation key).
+
+    Attributes
+    ----------
+    hyper : Hyper
+        Model hyper-parameters (η given as a float or a tuple).
+    move : str
+        Kernel-weight move, one of ``MOVES``.
+    step_size : float
+        ε (SGRHMC moves) or the initial ε/h of the exact moves.
+    n_leapfrog : int
+        L, inner steps per sweep (MH steps for ``"rmala"``).
+    step_schedule : str
+        ``"constant"`` or ``"inverse"`` (ε_t = ε/t, t the 1-based Gibbs iteration; footnote 2).
+    adapt_step_size : bool
+        Dual averaging of ε during warm-up (exact moves only).
+    refresh_momentum : bool
+        Draw r ~ N(0, I) at every sweep (default) or carry it across sweeps (SGRHMC moves).
+    flip_momentum : bool
+        Flip r's sign on reflection (spec A7; the paper does not).
+    scale_refresh : bool or None
+        Exact scale refresh after the move; ``None`` means "on unless the move is 'paper'".
+    """
+
+    hyper: Hyper = Hyper()
+    move: str = "stable"
+    step_size: float = 0.01
+    n_leapfrog: int = 10
+    step_schedule: str = "constant"
+    adapt_step_size: bool = True
+    refresh_momentum: bool = True
+    flip_momentum: bool = False
+    scale_refresh: bool | None = None
+
+    def validate(self) -> BM3KLConfig:
+        if self.move not in MOVES:
+            raise ValueError(f"unknown sampler move {self.move!r}; choose one of {MOVES}")
+        if self.step_schedule not in ("constant", "inverse"):
+            raise ValueError("step_schedule must be 'constant' or 'inverse'")
+        if not self.step_size > 0:
+            raise ValueError(f"step_size must be positive; got {self.step_size}")
+        if int(self.n_leapfrog) < 1:
+            raise ValueError(f"n_leapfrog must be at least 1; got {self.n_leapfrog}")
+        h = self.hyper
+        if np.any(np.asarray(h.eta) <= 0) or h.alpha_a <= 0 or h.beta_a <= 0 or h.kappa <= 0:
+            raise ValueError("eta, alpha_a, beta_a and kappa must be positive")
+        if h.bias_prior_var <= 0 or h.gamma0 < 0:
+            raise ValueError("bias_prior_var must be positive and gamma0 non-negative")
+        return self
+
+    @property
+    def uses_scale_refresh(self) -> bool:
+        return self.move != "paper" if self.scale_refresh is None else bool(self.scale_refresh)
+
+
+class BM3KLState(NamedTuple):
+    """State of the BM3KL chain (a pytree).
+
+    Attributes
+    ----------
+    i : int
+        Number of sweeps done so far.
+    z : dict
+        Current values: ``e (P,)``, ``a (C, N)``, ``b (C,)``, ``lam (C, N)``, ``nu (C, N)``,
+        ``varsigma (C, N)``. This is the ``sample_field``.
+    r : array (P,)
+        Momentum of the SGRHMC moves.
+    step_size : float
+        Step size used in the last sweep.
+    accept_prob : float
+        MH acceptance probability of the last e move (1 for moves without MH).
+    diverging : bool
+        Whether the last e move diverged.
+    potential_energy : float
+        −log p(z, data) of the augmented model after the sweep (up to a constant).
+    adapt_state : DualAveragingState
+        Step-size adaptation state (used by the exact moves during warm-up).
+    rng_key : PRNG key
+    """
+
+    i: jax.Array
+    z: dict
+    r: jax.Array
+    step_size: jax.Array
+    accept_prob: jax.Array
+    diverging: jax.Array
+    potential_energy: jax.Array
+    adapt_state: DualAveragingState
+    rng_key: jax.Array
+
+
+def init_state(rng_key, K, delta, config: BM3KLConfig, init_params=None) -> BM3KLState:
+    """Initial state (spec A13): e = 1, A = 0, b = 0, λ = ν = ς = 1, r = 0.
+
+    ``init_params`` (a dict with any of the keys of ``SITES``) overrides these values.
+    """
+    P = K.shape[0]
+    C, N = delta.shape
+    z = {
+        "e": jnp.ones(P),
+        "a": jnp.zeros((C, N)),
+        "b": jnp.zeros(C),
+        "lam": jnp.ones((C, N)),
+        "nu": jnp.ones((C, N)),
+        "varsigma": jnp.ones((C, N)),
+    }
+    if init_params:
+        unknown = set(init_params) - set(SITES)
+        if unknown:
+            raise ValueError(f"unknown init_params {sorted(unknown)}; known: {SITES}")
+        z.update({k: jnp.asarray(v, dtype=jnp.float64) for k, v in init_params.items()})
+    zero = jnp.zeros(())
+    return BM3KLState(
+        i=jnp.zeros((), jnp.int32),
+        z=z,
+        r=jnp.zeros(P),
+        step_size=jnp.asarray(config.step_size, dtype=jnp.float64),
+        accept_prob=zero,
+        diverging=jnp.zeros((), bool),
+        potential_energy=zero,
+        adapt_state=dual_averaging_init(config.step_size),
+        rng_key=rng_key,
+    )
+
+
+def sweep(state: BM3KLState, K, delta, config: BM3KLConfig, num_warmup: int) -> BM3KLState:
+    """One Gibbs sweep (pure). ``K: (P, N, N)``, ``delta: (C, N)``; returns the next state."""
+    h = config.hyper
+    eta = jnp.asarray(h.eta, dtype=jnp.float64)
+    z = state.z
+    key, k_r, k_e, k_s, k_lam, k_ab, k_nu, k_vs = jax.random.split(state.rng_key, 8)
+
+    # (1) kernel weights
+    Phi = cond.per_kernel_decisions(K, z["a"])
+
+    def pg(e):
+        return cond.e_potential_and_grad(e, Phi, z["b"], delta, z["lam"], eta)
+
+    t = (state.i + 1).astype(jnp.float64)
+    warm = state.i < num_warmup
+    if config.move in EXACT_MOVES and config.adapt_step_size:
+        step_size = jnp.exp(
+            jnp.where(warm, state.adapt_state.log_step, state.adapt_state.log_step_avg)
+        )
+    elif config.step_schedule == "inverse":
+        step_size = config.step_size / t
+    else:
+        step_size = jnp.asarray(config.step_size, dtype=jnp.float64)
+    r = jax.random.normal(k_r, state.r.shape) if config.refresh_momentum else state.r
+    move = MOVE_FUNCTIONS[config.move]
+    res = move(
+        k_e, z["e"], r, step_size, pg,
+        n_leapfrog=config.n_leapfrog, flip_momentum=config.flip_momentum,
+    )  # fmt: skip
+    e = res.e
+    if config.uses_scale_refresh:
+        e = cond.sample_scale(k_s, e, eta)
+    adapt_state = state.adapt_state
+    if config.move in EXACT_MOVES and config.adapt_step_size:
+        new_adapt = dual_averaging_update(adapt_state, res.accept_prob, TARGET_ACCEPT[config.move])
+        adapt_state = jax.tree.map(lambda n, o: jnp.where(warm, n, o), new_adapt, adapt_state)
+
+    # (2) λ | rest
+    w = e / jnp.sum(e)
+    Kw = combine_kernels(K, w)
+    lam = cond.sample_lam(k_lam, decision_values(Kw, z["a"], z["b"]), delta, h.gamma0)
+    # (3) (a, b) | rest
+    a, b = cond.sample_ab(k_ab, Kw, delta, lam, z["nu"], h.bias_prior_var)
+    # (4) TPBN
+    nu = cond.sample_nu(k_nu, a, z["varsigma"], h.alpha_a)
+    varsigma = cond.sample_varsigma(k_vs, nu, h.alpha_a, h.beta_a, h.kappa)
+
+    z_new = {"e": e, "a": a, "b": b, "lam": lam, "nu": nu, "varsigma": varsigma}
+    pe = -log_joint(z_new, decision_values(Kw, a, b), delta, h)
+    return BM3KLState(
+        i=state.i + 1,
+        z=z_new,
+        r=res.r,
+        step_size=step_size,
+        accept_prob=res.accept_prob,
+        diverging=res.diverging | ~jnp.isfinite(pe),
+        potential_energy=pe,
+        adapt_state=adapt_state,
+        rng_key=key,
+    )
+
+
+class BM3KL(MCMCKernel):
+    """BM3KL Gibbs sampler as a NumPyro MCMC kernel.
+
+    Parameters
+    ----------
+    eta, alpha_a, beta_a, kappa, bias_prior_var, gamma0 : float
+        Model hyper-parameters (see :class:`bayesmkl.model.Hyper`); ``eta`` may be a vector (P,).
+    move : {"stable", "paper", "exact", "rmala"}
+        Kernel-weight move (:mod:`bayesmkl.inference.moves`).
+    step_size, n_leapfrog, step_schedule, adapt_step_size, refresh_momentum, flip_momentum,
+    scale_refresh
+        See :class:`BM3KLConfig`.
+
+    Examples
+    --------
+    >>> from numpyro.infer import MCMC
+    >>> mcmc = MCMC(BM3KL(gamma0=100.0), num_warmup=180, num_samples=20, jit_model_args=True)
+    >>> mcmc.run(jax.random.key(0), K, delta)          # doctest: +SKIP
+    >>> mcmc.get_samples()["w"].shape                    # doctest: +SKIP
+    (20, P)
+    """
+
+    sample_field = "z"
+
+    def __init__(
+        self,
+        eta=1.0,
+        alpha_a=1.0,
+        beta_a=0.1,
+        kappa=1e-10,
+        bias_prior_var=1e-4,
+        gamma0=100.0,
+        *,
+        move="stable",
+        step_size=0.01,
+        n_leapfrog=10,
+        step_schedule="constant",
+        adapt_step_size=True,
+        refresh_momentum=True,
+        flip_momentum=False,
+        scale_refresh=None,
+    ):
+        eta = tuple(np.asarray(eta, dtype=float).ravel()) if np.ndim(eta) else float(eta)
+        hyper = Hyper(eta, float(alpha_a), float(beta_a), float(kappa), float(bias_prior_var),
+                      float(gamma0))  # fmt: skip
+        self.config = BM3KLConfig(
+            hyper, move, float(step_size), int(n_leapfrog), step_schedule,
+            bool(adapt_step_size), bool(refresh_momentum), bool(flip_momentum), scale_refresh,
+        ).validate()  # fmt: skip
+        self._num_warmup = 0
+        self._sample_fn = None
+
+    @property
+    def model(self):
+        """The augmented NumPyro model this kernel samples (called as ``model(K, delta)``)."""
+        return partial(bm3kl_model, hyper=self.config.hyper, augmented=True)
+
+    @property
+    def default_fields(self):
+        return ("z",)
+
+    def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
+        K, delta = _unpack_args(model_args, model_kwargs)
+        if np.ndim(self.config.hyper.eta) and len(self.config.hyper.eta) != K.shape[0]:
+            raise ValueError(
+                f"eta has {len(self.config.hyper.eta)} entries but there are {K.shape[0]} kernels"
+            )
+        self._num_warmup = int(num_warmup)
+        self._sample_fn = jax.jit(partial(sweep, config=self.config, num_warmup=self._num_warmup))
+        return init_state(rng_key, K, delta, self.config, init_params)
+
+    def sample(self, state, model_args, model_kwargs):
+        K, delta = _unpack_args(model_args, model_kwargs)
+        return self._sample_fn(state, K, delta)
+
+    def postprocess_fn(self, model_args, model_kwargs):
+        def add_w(z):
+            return {**z, "w": z["e"] / jnp.sum(z["e"], axis=-1, keepdims=True)}
+
+        return add_w
+
+    def get_diagnostics_str(self, state):
+        if self.config.move in EXACT_MOVES:
+            return f"step {float(state.step_size):.2e}, acc {float(state.accept_prob):.2f}"
+        return f"S={float(jnp.sum(state.z['e'])):.3g}, -lp {float(state.potential_energy):.4g}"
+
+
+def _unpack_args(model_args, model_kwargs):
+    if model_kwargs and "K" in model_kwargs:
+        return model_kwargs["K"], model_kwargs["delta"]
+    if len(model_args) != 2:
+        raise ValueError("BM3KL expects MCMC.run(rng_key, K, delta)")
+    return model_args

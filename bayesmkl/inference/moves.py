@@ -1,0 +1,219 @@
+"""Kernel-weight moves for e | rest (spec §4), selectable by name.
+
+Each move is a pure function ``move(key, e, r, step_size, potential_and_grad) -> MoveResult``
+where ``potential_and_grad(e) -> (U, ∇U)`` is the conditional potential of e (§3.4) for the
+current values of the other blocks. ``r`` is the momentum the SGRHMC moves may carry between
+iterations.
+
+==========  ====================================================================  ==========
+name        transition                                                            exact?
+==========  ====================================================================  ==========
+"paper"     literal SGRHMC of eqs. (7)–(8): explicit Euler, |·| reflection, no   no (O(ε))
+            MH (Ma, Chen & Fox 2015 with D, Q of §5.2)
+"stable"    paper move with exact Ornstein–Uhlenbeck friction/noise, a floor     no (O(ε))
+            e ≥ 1e-12·S; the sweep adds the exact scale refresh (§4.3)
+"exact"     HMC in u = 2√e (RMHMC with G = diag(1/e), E2) + Metropolis–Hastings  yes
+"rmala"     reflected Riemannian MALA with folded-normal MH correction (E3)      yes
+==========  ====================================================================  ==========
+
+Step sizes of the exact moves are tuned during warm-up by dual averaging
+(Hoffman & Gelman 2014), towards ``TARGET_ACCEPT[name]``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.scipy.stats import norm
+
+MOVES = ("paper", "stable", "exact", "rmala")
+EXACT_MOVES = ("exact", "rmala")
+TARGET_ACCEPT = {"exact": 0.8, "rmala": 0.574}
+E_FLOOR = 1e-12  # relative floor e_m ≥ 1e-12·S of the stable move (§4.3, item 3)
+DIVERGENCE_ENERGY = 1000.0
+
+
+class MoveResult(NamedTuple):
+    """Output of one kernel-weight move.
+
+    Attributes
+    ----------
+    e : array (P,)
+        New expanded-mean weights.
+    r : array (P,)
+        Momentum after the move (SGRHMC moves; exact moves return the input unchanged).
+    accept_prob : float
+        Metropolis–Hastings acceptance probability (1 for moves without MH).
+    diverging : bool
+        Energy error above 1000 (exact moves) or non-finite state (SGRHMC moves).
+    """
+
+    e: jax.Array
+    r: jax.Array
+    accept_prob: jax.Array
+    diverging: jax.Array
+
+
+def _sgrhmc(key, e, r, eps, pg, n_leapfrog, stable, flip_momentum):
+    def body(carry, k):
+        e, r = carry
+        _, grad = pg(e)
+        sq = jnp.sqrt(e)
+        e_prop = e + eps * sq * r  # eq. (7), explicit Euler: uses r^(l)
+        e_new = jnp.abs(e_prop)
+        xi = jax.random.normal(k, e.shape)
+        drift = r - eps * sq * grad + eps / (2.0 * sq)
+        if stable:
+            e_new = jnp.maximum(e_new, E_FLOOR * jnp.sum(e_new))
+            decay = jnp.exp(-eps * e)
+            r_new = decay * drift + jnp.sqrt(-jnp.expm1(-2.0 * eps * e)) * xi
+        else:  # eq. (8) literally
+            r_new = drift - eps * e * r + jnp.sqrt(2.0 * eps * e) * xi
+        if flip_momentum:
+            r_new = jnp.where(e_prop < 0, -r_new, r_new)
+        return (e_new, r_new), None
+
+    (e, r), _ = jax.lax.scan(body, (e, r), jax.random.split(key, n_leapfrog))
+    ok = jnp.all(jnp.isfinite(e)) & jnp.all(jnp.isfinite(r))
+    return MoveResult(e, r, jnp.ones(()), ~ok)
+
+
+def paper_move(key, e, r, step_size, pg, *, n_leapfrog=10, flip_momentum=False):
+    """Literal SGRHMC (eqs. 7–8): L explicit-Euler steps, |·| reflection, no MH. Biased O(ε)."""
+    return _sgrhmc(key, e, r, step_size, pg, n_leapfrog, False, flip_momentum)
+
+
+def stable_move(key, e, r, step_size, pg, *, n_leapfrog=10, flip_momentum=False):
+    """SGRHMC with the exact OU friction/noise step and a relative floor on e (§4.3)."""
+    return _sgrhmc(key, e, r, step_size, pg, n_leapfrog, True, flip_momentum)
+
+
+def exact_hmc_move(key, e, r, step_size, pg, *, n_leapfrog=10, flip_momentum=False):
+    """HMC with identity mass in u = 2√e, potential V(u) = U(u²/4) − Σ log|u| (E2), plus MH.
+
+    This is Girolami–Calderhead RMHMC for the metric G = diag(1/e): the metric is flat in u,
+    so the ordinary leapfrog is exact-volume-preserving and reversible.
+    """
+
+    def vgrad(u):
+        U, gU = pg(u**2 / 4.0)
+        return U - jnp.sum(jnp.log(jnp.abs(u))), 0.5 * u * gU - 1.0 / u
+
+    u0 = 2.0 * jnp.sqrt(e)
+    p0 = jax.random.normal(key, e.shape)
+    V0, g0 = vgrad(u0)
+
+    def leap(carry, _):
+        u, p, g = carry
+        p = p - 0.5 * step_size * g
+        u = u + step_size * p
+        _, g = vgrad(u)
+        p = p - 0.5 * step_size * g
+        return (u, p, g), None
+
+    (u1, p1, _), _ = jax.lax.scan(leap, (u0, p0, g0), None, length=n_leapfrog)
+    V1, _ = vgrad(u1)
+    dH = (V1 + 0.5 * jnp.sum(p1**2)) - (V0 + 0.5 * jnp.sum(p0**2))
+    dH = jnp.where(jnp.isfinite(dH), dH, jnp.inf)
+    accept_prob = jnp.minimum(1.0, jnp.exp(-dH))
+    accept = jax.random.uniform(jax.random.fold_in(key, 1)) < accept_prob
+    e_new = jnp.where(accept, u1**2 / 4.0, e)
+    return MoveResult(e_new, r, accept_prob, dH > DIVERGENCE_ENERGY)
+
+
+def _folded_logpdf(x, mean, var):
+    sd = jnp.sqrt(var)
+    return jnp.sum(jnp.logaddexp(norm.logpdf(x, mean, sd), norm.logpdf(-x, mean, sd)))
+
+
+def rmala_move(key, e, r, step_size, pg, *, n_leapfrog=1, flip_momentum=False):
+    """Reflected Riemannian MALA with G = diag(1/e) and a folded-normal MH correction (E3).
+
+    Drift μ(e) = e + (h/2)(1 − e ⊙ ∇U(e)) = e + (h/2)(η − e − w ⊙ (g − wᵀg)); proposal
+    e* = |μ(e) + √(h e) ⊙ z|. ``n_leapfrog`` MH steps are taken per call.
+    """
+    h = step_size
+
+    def step(carry, k):
+        e, U, gU, _ = carry
+        mu = e + 0.5 * h * (1.0 - e * gU)
+        kz, ku = jax.random.split(k)
+        e_star = jnp.abs(mu + jnp.sqrt(h * e) * jax.random.normal(kz, e.shape))
+        U_s, gU_s = pg(e_star)
+        mu_s = e_star + 0.5 * h * (1.0 - e_star * gU_s)
+        log_alpha = (U - U_s) + _folded_logpdf(e, mu_s, h * e_star) - _folded_logpdf(
+            e_star, mu, h * e
+        )
+        log_alpha = jnp.where(jnp.isfinite(log_alpha), log_alpha, -jnp.inf)
+        acc_p = jnp.minimum(1.0, jnp.exp(log_alpha))
+        accept = jax.random.uniform(ku) < acc_p
+        new = (
+            jnp.where(accept, e_star, e),
+            jnp.where(accept, U_s, U),
+            jnp.where(accept, gU_s, gU),
+            acc_p,
+        )
+        return new, acc_p
+
+    U0, g0 = pg(e)
+    (e, _, _, _), accs = jax.lax.scan(
+        step, (e, U0, g0, jnp.zeros(())), jax.random.split(key, n_leapfrog)
+    )
+    return MoveResult(e, r, jnp.mean(accs), ~jnp.all(jnp.isfinite(e)))
+
+
+MOVE_FUNCTIONS = {
+    "paper": paper_move,
+    "stable": stable_move,
+    "exact": exact_hmc_move,
+    "rmala": rmala_move,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Dual-averaging step-size adaptation (Nesterov 2009; Hoffman & Gelman 2014, §3.2.1)
+# --------------------------------------------------------------------------------------------
+class DualAveragingState(NamedTuple):
+    """State of dual averaging on log ε.
+
+    Attributes
+    ----------
+    log_step : float
+        log ε used for the next iteration during warm-up.
+    log_step_avg : float
+        Averaged log ε̄, used after warm-up.
+    h_bar : float
+        Running average of (target − acceptance).
+    count : int
+        Number of updates so far.
+    mu : float
+        Shrinkage target log(10 ε₀).
+    """
+
+    log_step: jax.Array
+    log_step_avg: jax.Array
+    h_bar: jax.Array
+    count: jax.Array
+    mu: jax.Array
+
+
+def dual_averaging_init(step_size) -> DualAveragingState:
+    log_eps = jnp.log(jnp.asarray(step_size, dtype=jnp.float64))
+    z = jnp.zeros(())
+    count = jnp.zeros((), jnp.int32)
+    return DualAveragingState(log_eps, log_eps, z, count, jnp.log(10.0) + log_eps)
+
+
+def dual_averaging_update(
+    state: DualAveragingState, accept_prob, target, gamma=0.05, t0=10.0, kappa=0.75
+) -> DualAveragingState:
+    t = state.count + 1
+    tf = t.astype(jnp.float64)
+    eta = 1.0 / (tf + t0)
+    h_bar = (1.0 - eta) * state.h_bar + eta * (target - accept_prob)
+    log_step = state.mu - jnp.sqrt(tf) / gamma * h_bar
+    weight = tf ** (-kappa)
+    log_step_avg = weight * log_step + (1.0 - weight) * state.log_step_avg
+    return DualAveragingState(log_step, log_step_avg, h_bar, t, state.mu)
