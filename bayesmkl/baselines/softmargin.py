@@ -1,0 +1,286 @@
+"""Soft-margin MKL (Xu, Tsang & Xu, IEEE TNNLS 2013): SM1MKL, SM2MKL and the square-loss case.
+
+Kernel slacks ``ζ_m = τ − S_m(α)`` on the per-kernel SVM objectives turn L1-MKL (hard margin) into
+a family of problems over the weights ``μ: (P,)``; in the C-SVC form used here, with
+``J(μ) = Σ_c max_{α_c} [1ᵀα_c − μᵀh_c(α_c)]`` (one-vs-rest, weights shared):
+
+=============  ==========================================  =========================================
+loss           problem                                     solver
+=============  ==========================================  =========================================
+"hinge"        ``min J(μ)``, ``Σμ = 1, 0 ≤ μ ≤ θ`` (11)    Algorithm 1: SVMs ↔ closed-form box step
+(SM1MKL)       needs ``θ ≥ 1/P``; ``θ = 1/P`` is the        (Lemma 8 / eq. 25); stop on the relative
+               average kernel, ``θ ≥ 1`` is L1-MKL          duality gap
+"square_hinge" ``min J(μ) + ‖μ‖²/(2θ)``, μ ∈ simplex (13)   Algorithm 2: projected gradient (26–27),
+(SM2MKL)       ``θ → ∞``: L1-MKL; ``θ → 0``: uniform        sort-based simplex projection, Armijo
+                                                           line search on (13); stop on the gap
+"square"       ``min J(μ)``, ``‖μ‖₂ ≤ 1`` (16) = L2-MKL     delegated to :func:`.lpmkl.solve_lp_mkl`
+=============  ==========================================  =========================================
+
+Duality gaps: with ``H = Σ_c h_c`` at the SVM solutions, the dual bound is
+``Σ_c 1ᵀα_c − max_{μ' ∈ M1} μ'ᵀH`` for SM1MKL and
+``Σ_c 1ᵀα_c − max_{μ' ∈ simplex} [μ'ᵀH − ‖μ'‖²/(2θ)]`` for SM2MKL (the maximiser is ``Π(θH)``).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from bayesmkl.baselines._base import MKLClassifierBase
+from bayesmkl.baselines._simplex import (
+    box_simplex_min_ratio,
+    box_simplex_support,
+    project_simplex,
+    simplex_ridge_support,
+)
+from bayesmkl.baselines.average import (
+    MKLFit,
+    check_int,
+    check_positive,
+    relative_gap,
+    solve_at_weights,
+    store_fit,
+    warn_not_converged,
+)
+from bayesmkl.baselines.lpmkl import alternating_mkl, solve_lp_mkl
+
+LOSSES = ("hinge", "square_hinge", "square")
+
+
+def solve_sm1(
+    K: np.ndarray,
+    Y: np.ndarray,
+    *,
+    theta: float,
+    C: float,
+    tol: float,
+    max_iter: int,
+    svc_tol: float,
+    name: str = "SM1MKL",
+) -> MKLFit:
+    """SM1MKL (Algorithm 1): SVMs at ``μ`` ↔ ``μ = argmin_{M1} Σ a_m/μ_m``, ``a_m = μ_m² H_m``.
+
+    Starts from ``μ = 1/P``. For ``θP ≤ 1`` (up to rounding) ``M1`` is the single point ``1/P``
+    and one SVM solve per problem is made: exactly :class:`~.average.AverageMKL`.
+
+    Parameters
+    ----------
+    K : ndarray (P, N, N)
+    Y : ndarray (C, N)
+    theta : float
+        Cap ``θ ≥ 1/P`` (``inf`` allowed).
+    C, tol, max_iter, svc_tol
+        As in :func:`.lpmkl.alternating_mkl` (``tol`` on the relative duality gap).
+    name : str
+
+    Returns
+    -------
+    MKLFit
+    """
+    P = K.shape[0]
+    uniform = np.full(P, 1.0 / P)
+    if theta * P <= 1.0 + 1e-12:
+        s = solve_at_weights(K, Y, uniform, C, svc_tol)
+        return MKLFit(s, np.array([s.J]), 0, 0.0)
+    return alternating_mkl(
+        K,
+        Y,
+        C=C,
+        mu0=uniform,
+        mu_step=lambda a: box_simplex_min_ratio(a, theta),
+        support=lambda H: box_simplex_support(H, theta),
+        tol=tol,
+        max_iter=max_iter,
+        svc_tol=svc_tol,
+        criterion="gap",
+        name=name,
+    )
+
+
+def solve_sm2(
+    K: np.ndarray,
+    Y: np.ndarray,
+    *,
+    theta: float,
+    C: float,
+    tol: float,
+    max_iter: int,
+    svc_tol: float,
+    armijo: float = 1e-4,
+    name: str = "SM2MKL",
+) -> MKLFit:
+    """SM2MKL (Algorithm 2): projected gradient on ``F(μ) = J(μ) + ‖μ‖²/(2θ)`` over the simplex.
+
+    Gradient ``g = −H + μ/θ`` (eq. 26); step ``μ⁺ = Π(μ − ηg)`` (eq. 27) with the sort-based
+    projection. ``η`` starts at ``1/(1/θ + max H − min H)`` and afterwards at the Barzilai–Borwein
+    value ``sᵀs/sᵀ(g⁺ − g)``; it is halved until the Armijo condition
+    ``F(μ⁺) ≤ F(μ) + armijo·gᵀ(μ⁺ − μ)`` holds, so ``F`` decreases at every iteration.
+    Stops when the relative duality gap is ``≤ tol``.
+
+    Parameters
+    ----------
+    K : ndarray (P, N, N)
+    Y : ndarray (C, N)
+    theta : float
+        ``θ > 0`` (``inf`` allowed: L1-MKL by projected gradient).
+    C, tol, max_iter, svc_tol
+        As in :func:`.lpmkl.alternating_mkl` (``tol`` on the relative duality gap).
+    armijo : float
+        Sufficient-decrease constant.
+    name : str
+
+    Returns
+    -------
+    MKLFit
+        ``objectives`` holds ``F``.
+    """
+    P = K.shape[0]
+    inv = 0.0 if np.isinf(theta) else 1.0 / theta
+
+    def F(s):
+        return s.J + 0.5 * inv * (s.mu @ s.mu)
+
+    def grad(s):
+        return -s.H + inv * s.mu
+
+    def gap_of(s):
+        primal_term = s.mu @ s.H - 0.5 * inv * (s.mu @ s.mu)
+        return relative_gap(simplex_ridge_support(s.H, theta) - primal_term, F(s))
+
+    s = solve_at_weights(K, Y, np.full(P, 1.0 / P), C, svc_tol)
+    f, g = F(s), grad(s)
+    eta = 1.0 / max(inv + np.ptp(s.H), 1e-12 * max(s.H.max(), 1e-300))
+    history = [f]
+    n_iter = 0
+    stalled = False
+    while gap_of(s) > tol and n_iter < max_iter:
+        for _ in range(60):
+            step = project_simplex(s.mu - eta * g) - s.mu
+            if np.max(np.abs(step)) <= 1e-15:
+                stalled = True
+                break
+            new = solve_at_weights(K, Y, s.mu + step, C, svc_tol)
+            f_new = F(new)
+            if f_new <= f + armijo * (g @ step):
+                break
+            eta *= 0.5
+        else:
+            stalled = True
+        if stalled:
+            warnings.warn(
+                f"{name}: the line search found no decrease (relative duality gap "
+                f"{gap_of(s):.3g} > tol={tol}); the SVM tolerance svc_tol may be too loose",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+            break
+        g_new = grad(new)
+        sy = step @ (g_new - g)
+        eta = (step @ step) / sy if sy > 0 else 2.0 * eta
+        s, f, g = new, f_new, g_new
+        n_iter += 1
+        history.append(f)
+    if not stalled and gap_of(s) > tol:
+        warn_not_converged(name, max_iter, "duality gap")
+    return MKLFit(s, np.array(history), n_iter, gap_of(s))
+
+
+class SoftMarginMKL(MKLClassifierBase):
+    """Soft-margin MKL (Xu et al. 2013): SM1MKL (hinge), SM2MKL (square hinge), square loss.
+
+    ``loss="hinge"`` (SM1MKL): ``min J(μ)`` over ``{Σμ = 1, 0 ≤ μ ≤ θ}``, by Algorithm 1 with the
+    closed-form box step (Lemma 8 / eq. 25). Needs ``θ ≥ 1/P``; the paper's grid is
+    ``θ = 1/(νP)``, ``ν ∈ (0, 1]``. ``θ = 1/P`` is exactly :class:`AverageMKL`; ``θ ≥ 1`` is L1-MKL
+    (the optimum of :class:`SimpleMKL`).
+
+    ``loss="square_hinge"`` (SM2MKL, elastic-net MKL): ``min J(μ) + ‖μ‖²/(2θ)`` over the simplex, by
+    projected gradient with an Armijo line search (Algorithm 2). ``θ → ∞`` tends to L1-MKL,
+    ``θ → 0`` to uniform weights.
+
+    ``loss="square"``: L2-MKL (Prop. 5) — solved by :class:`LpMKL`'s solver with ``p = 2``
+    (``theta`` is then unused: in the C-SVC form the ball radius is fixed to 1 and the scale is
+    carried by ``C``); ``tol`` is then the relative objective change, and the weights lie on the
+    unit L2 sphere.
+
+    ``objective_`` is ``J(μ)`` (hinge, square) or ``J(μ) + ‖μ‖²/(2θ)`` (square hinge), with
+    ``J(μ) = Σ_c`` (C-SVC dual of one-vs-rest problem ``c``).
+
+    Parameters
+    ----------
+    kernels : str or KernelPool, default="simplemkl"
+        Kernel specification (see :mod:`bayesmkl.kernels.input`).
+    loss : {"hinge", "square_hinge", "square"}, default="hinge"
+        Loss on the kernel slacks.
+    theta : float, default=1.0
+        Soft-margin parameter ``θ > 0`` (``np.inf`` allowed; hinge needs ``θ ≥ 1/P``).
+    C : float, default=1.0
+        SVM box constraint.
+    tol : float, default=1e-3
+        Relative duality gap at which to stop (relative objective change for ``loss="square"``).
+    max_iter : int, default=500
+        Maximal number of weight updates.
+    svc_tol : float, default=1e-6
+        libsvm stopping tolerance.
+
+    Attributes
+    ----------
+    kernel_weights_ : ndarray (P,)
+        Weights the SVMs were trained with (simplex; unit L2 sphere for ``loss="square"``).
+    normalized_weights_ : ndarray (P,)
+        ``kernel_weights_ / kernel_weights_.sum()``.
+    dual_coef_ : ndarray (C, N)
+    intercept_ : ndarray (C,)
+    objective_ : ndarray (n_iter_ + 1,)
+        Objective after each update (non-increasing up to the SVM tolerance).
+    n_iter_ : int
+    duality_gap_ : float
+        Relative duality gap at stop.
+    kernel_names_ : list of str
+    classes_ : ndarray
+    """
+
+    def __init__(
+        self,
+        kernels="simplemkl",
+        loss="hinge",
+        theta=1.0,
+        C=1.0,
+        tol=1e-3,
+        max_iter=500,
+        svc_tol=1e-6,
+    ):
+        self.kernels = kernels
+        self.loss = loss
+        self.theta = theta
+        self.C = C
+        self.tol = tol
+        self.max_iter = max_iter
+        self.svc_tol = svc_tol
+
+    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
+        if self.loss not in LOSSES:
+            raise ValueError(f"loss must be one of {LOSSES}; got {self.loss!r}")
+        theta = check_positive("theta", self.theta, allow_inf=True)
+        common = dict(
+            C=check_positive("C", self.C),
+            tol=check_positive("tol", self.tol),
+            max_iter=check_int("max_iter", self.max_iter),
+            svc_tol=check_positive("svc_tol", self.svc_tol),
+        )
+        P = K.shape[0]
+        if self.loss == "hinge":
+            if theta * P < 1.0 - 1e-12:
+                raise ValueError(
+                    f"loss='hinge' needs theta >= 1/P = {1.0 / P:.6g} for P = {P} kernels "
+                    f"(the capped simplex {{sum(mu) = 1, 0 <= mu <= theta}} is empty); got "
+                    f"theta={self.theta!r}. Use theta = 1/(nu*P) with 0 < nu <= 1"
+                )
+            fit = solve_sm1(K, Y, theta=theta, **common)
+        elif self.loss == "square_hinge":
+            fit = solve_sm2(K, Y, theta=theta, **common)
+        else:
+            fit = solve_lp_mkl(K, Y, p=2.0, name="SoftMarginMKL(loss='square')", **common)
+        store_fit(self, fit)
+        self.normalized_weights_ = self.kernel_weights_ / self.kernel_weights_.sum()

@@ -1,0 +1,465 @@
+"""Soft-margin MKL, Table I protocol (Xu, Tsang & Xu, IEEE TNNLS 2013) on heart, pima, ionosphere.
+
+Protocol (spec ``baselines.md``, paper A, "Protocol A"):
+
+* data: UCI CSVs from ``../shared/data/uci`` (found by :func:`bayesmkl.datasets.find_uci_dir`);
+  ``pima`` is the paper's "Diabetes";
+* per split: random 70 % / 30 % train/test (not stratified); the SimpleMKL pool
+  :meth:`KernelPool.simplemkl` (Gaussian widths 2^-3..2^6 and polynomial degrees 1-3, on all
+  features and on each single feature: P = 13(d + 1)) fitted on the training part, which
+  z-scores every feature with training statistics and normalises kernels to unit diagonal;
+* hyper-parameters by stratified k-fold CV on the training part (accuracy; ties go to the first
+  grid point), on sub-blocks of the training kernels; the selected model is refitted on the
+  whole training part (this refit is what "training time" measures: precomputed kernels, one
+  process) and scored on the test part;
+* methods: AveKernel, SimpleMKL, L2MKL, LpMKL, SM1MKL, SM2MKL (and SGMKL with ``--methods``);
+* grids (full): C ∈ {0.01, 0.1, 1, 10, 100}; Lp p ∈ {1, 32/31, 16/15, 8/7, 4/3, 2, 3, ∞};
+  SGMKL v ∈ {0, 0.1, …, 1}; SM1MKL θ = 1/(νM), ν ∈ {1/M, 0.1, …, 1}; SM2MKL θ ∈ {1e-5, …, 1e5}.
+
+``--quick`` shrinks splits, folds and grids (see ``QUICK``) so that the three data sets run in
+minutes on two cores. Results go to ``benchmarks/results/xu_table1.{json,md}`` with the published
+Table I (accuracy) and Table II (training time) numbers beside ours.
+
+Usage::
+
+    python benchmarks/xu_table1.py --quick
+    python benchmarks/xu_table1.py --splits 10 --datasets heart,pima --n-jobs 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import sklearn
+from joblib import Parallel, delayed
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import StratifiedKFold, train_test_split
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bayesmkl.baselines import SGMKL, AverageMKL, LpMKL, SimpleMKL, SoftMarginMKL  # noqa: E402
+from bayesmkl.kernels.pool import KernelPool  # noqa: E402
+
+RESULTS = REPO / "benchmarks" / "results"
+
+# Table I (test accuracy %, mean ± std over 10 random 70/30 splits) and Table II (training CPU
+# time in s) of paper A, for the data sets available here (spec baselines.md).
+PUBLISHED = {
+    "heart": {
+        "AveKernel": (81.60, 2.76),
+        "SimpleMKL": (81.98, 3.20),
+        "L2MKL": (82.47, 3.23),
+        "LpMKL": (81.85, 3.08),
+        "SGMKL": (82.10, 3.15),
+        "SM1MKL": (81.60, 4.21),
+        "SM2MKL": (82.47, 3.28),
+    },
+    "pima": {
+        "AveKernel": (75.22, 4.02),
+        "SimpleMKL": (75.30, 3.35),
+        "L2MKL": (75.91, 2.83),
+        "LpMKL": (75.61, 2.71),
+        "SGMKL": (76.00, 2.92),
+        "SM1MKL": (76.35, 2.79),
+        "SM2MKL": (76.26, 2.94),
+    },
+    "ionosphere": {
+        "AveKernel": (90.29, 4.01),
+        "SimpleMKL": (91.81, 1.92),
+        "L2MKL": (91.71, 2.70),
+        "LpMKL": (91.33, 2.64),
+        "SGMKL": (91.90, 2.39),
+        "SM1MKL": (91.33, 2.82),
+        "SM2MKL": (92.10, 2.38),
+    },
+}
+PUBLISHED_TIME = {
+    "heart": {
+        "AveKernel": 0.1938,
+        "SimpleMKL": 19.32,
+        "L2MKL": 9.023,
+        "LpMKL": 4.273,
+        "SGMKL": 129.9,
+        "SM1MKL": 1.928,
+        "SM2MKL": 8.245,
+    },
+    "pima": {
+        "AveKernel": 1.075,
+        "SimpleMKL": 410.8,
+        "L2MKL": 154.5,
+        "LpMKL": 83.62,
+        "SGMKL": 1206.0,
+        "SM1MKL": 39.41,
+        "SM2MKL": 240.6,
+    },
+    "ionosphere": {
+        "AveKernel": 0.5656,
+        "SimpleMKL": 146.2,
+        "L2MKL": 40.92,
+        "LpMKL": 26.16,
+        "SGMKL": 618.8,
+        "SM1MKL": 14.58,
+        "SM2MKL": 31.90,
+    },
+}
+PAPER_NAMES = {"heart": "Heart", "pima": "Diabetes", "ionosphere": "Ionosphere"}
+
+DEFAULT_METHODS = ("AveKernel", "SimpleMKL", "L2MKL", "LpMKL", "SM1MKL", "SM2MKL")
+ALL_METHODS = DEFAULT_METHODS + ("SGMKL",)
+
+FULL = dict(
+    splits=10,
+    folds=5,
+    C=[0.01, 0.1, 1.0, 10.0, 100.0],
+    p=[1.0, 32 / 31, 16 / 15, 8 / 7, 4 / 3, 2.0, 3.0, float("inf")],
+    v=[round(0.1 * i, 1) for i in range(11)],
+    nu=["1/M"] + [round(0.1 * i, 1) for i in range(1, 11)],
+    theta=[10.0**k for k in range(-5, 6)],
+    tol=1e-2,  # relative duality gap (SimpleMKL's default 0.01), SimpleMKL/SM1/SM2/SGMKL
+    lp_tol=1e-4,  # relative objective change, Lp/L2-MKL
+    svc_tol=1e-5,
+    max_iter=500,
+)
+QUICK = dict(
+    FULL,
+    splits=2,
+    folds=3,
+    C=[1.0, 10.0, 100.0],
+    p=[8 / 7, 4 / 3, 2.0],
+    v=[0.5],
+    nu=[0.1, 0.3, 1.0],
+    theta=[1e-2, 1.0, 1e2],
+    max_iter=200,
+)
+
+
+def method_grid(method: str, cfg: dict, P: int) -> list[dict]:
+    """Hyper-parameter grid of one method (C outermost), ``ν = "1/M"`` resolved with ``P``."""
+    extra = {
+        "AveKernel": [{}],
+        "SimpleMKL": [{}],
+        "L2MKL": [{}],
+        "LpMKL": [{"p": p} for p in cfg["p"]],
+        "SGMKL": [{"v": v} for v in cfg["v"]],
+        "SM1MKL": [{"nu": 1.0 / P if nu == "1/M" else float(nu)} for nu in cfg["nu"]],
+        "SM2MKL": [{"theta": t} for t in cfg["theta"]],
+    }[method]
+    return [{"C": C, **e} for C in cfg["C"] for e in extra]
+
+
+def make_estimator(method: str, params: dict, P: int, cfg: dict):
+    """The estimator of ``method`` with ``params`` on precomputed kernels."""
+    common = dict(kernels="precomputed", C=params["C"], svc_tol=cfg["svc_tol"])
+    gap = dict(tol=cfg["tol"], max_iter=cfg["max_iter"])
+    if method == "AveKernel":
+        return AverageMKL(**common)
+    if method == "SimpleMKL":
+        return SimpleMKL(**common, **gap)
+    if method == "L2MKL":
+        return LpMKL(p=2.0, tol=cfg["lp_tol"], max_iter=cfg["max_iter"], **common)
+    if method == "LpMKL":
+        return LpMKL(p=params["p"], tol=cfg["lp_tol"], max_iter=cfg["max_iter"], **common)
+    if method == "SGMKL":
+        return SGMKL(v=params["v"], **common, **gap)
+    if method == "SM1MKL":
+        theta = 1.0 / (params["nu"] * P)
+        return SoftMarginMKL(loss="hinge", theta=theta, **common, **gap)
+    if method == "SM2MKL":
+        return SoftMarginMKL(loss="square_hinge", theta=params["theta"], **common, **gap)
+    raise ValueError(f"unknown method {method!r}")
+
+
+def fit_quietly(est, K, y):
+    """Fit; return ``(estimator, hit_max_iter)`` with convergence warnings counted, not shown."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        est.fit(K, y)
+    return est, any(issubclass(w.category, ConvergenceWarning) for w in caught)
+
+
+def cv_task(method, params, K, y, tr, va, P, cfg):
+    """Validation accuracy of one grid point on one fold."""
+    est = make_estimator(method, params, P, cfg)
+    est, warned = fit_quietly(est, K[np.ix_(np.arange(P), tr, tr)], y[tr])
+    acc = float(np.mean(est.predict(K[np.ix_(np.arange(P), va, tr)]) == y[va]))
+    return acc, warned
+
+
+def run_split(name, X, y, split, methods, cfg, seed, n_jobs):
+    """One random 70/30 split: kernels, CV for every method, refit, test accuracy."""
+    rs = seed + split
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=rs)
+    t0 = time.perf_counter()
+    pool = KernelPool.simplemkl().fit(Xtr)
+    Ktr, Kte = pool.train_kernels(), pool.cross_kernels(Xte)
+    kernel_time = time.perf_counter() - t0
+    P = Ktr.shape[0]
+    folds = list(
+        StratifiedKFold(cfg["folds"], shuffle=True, random_state=rs).split(np.zeros(len(ytr)), ytr)
+    )
+    grids = {m: method_grid(m, cfg, P) for m in methods}
+    # costly methods first, for load balance across workers
+    order = sorted(methods, key=lambda m: ["SimpleMKL", "SGMKL", "SM1MKL"].count(m), reverse=True)
+    tasks = [(m, g, f) for m in order for g in range(len(grids[m])) for f in range(len(folds))]
+    t0 = time.perf_counter()
+    out = Parallel(n_jobs=n_jobs)(
+        delayed(cv_task)(m, grids[m][g], Ktr, ytr, *folds[f], P, cfg) for m, g, f in tasks
+    )
+    cv_time = time.perf_counter() - t0
+    scores = {m: np.zeros((len(grids[m]), len(folds))) for m in methods}
+    cv_warn = dict.fromkeys(methods, 0)
+    for (m, g, f), (acc, warned) in zip(tasks, out, strict=True):
+        scores[m][g, f] = acc
+        cv_warn[m] += int(warned)
+    res = {}
+    for m in methods:
+        best = int(np.argmax(scores[m].mean(axis=1)))
+        params = grids[m][best]
+        est = make_estimator(m, params, P, cfg)
+        t0 = time.perf_counter()
+        est, warned = fit_quietly(est, Ktr, ytr)
+        fit_time = time.perf_counter() - t0
+        acc = float(np.mean(est.predict(Kte) == yte))
+        res[m] = dict(
+            acc=100.0 * acc,
+            time=fit_time,
+            params=params,
+            cv_acc=100.0 * float(scores[m][best].mean()),
+            n_kernels=est.selected_kernels(),
+            n_iter=int(getattr(est, "n_iter_", 1)),
+            refit_hit_max_iter=bool(warned),
+            cv_fits_hit_max_iter=cv_warn[m],
+        )
+        print(
+            f"  {name:10s} split {split}  {m:9s} acc {100 * acc:6.2f}  fit {fit_time:7.2f}s  "
+            f"MNK {res[m]['n_kernels']:4d}  {params}",
+            flush=True,
+        )
+    info = dict(P=P, n_train=len(ytr), n_test=len(yte), kernel_time=kernel_time, cv_time=cv_time)
+    return res, info
+
+
+def load(name):
+    """``(X, y)`` of a UCI data set from the shared data directory."""
+    try:
+        from bayesmkl.datasets import find_uci_dir, load_uci
+
+        return load_uci(name, find_uci_dir())
+    except ImportError:  # loader not available: read the CSV from the relative path
+        data = np.loadtxt(REPO / ".." / "shared" / "data" / "uci" / f"{name}.csv", delimiter=",")
+        return data[:, :-1], data[:, -1].astype(int)
+
+
+def summarise(per_split: list[dict], methods) -> dict:
+    out = {}
+    for m in methods:
+        accs = np.array([r[m]["acc"] for r in per_split])
+        times = np.array([r[m]["time"] for r in per_split])
+        out[m] = dict(
+            acc_mean=float(accs.mean()),
+            acc_std=float(accs.std(ddof=1)) if len(accs) > 1 else float("nan"),
+            time_mean=float(times.mean()),
+            time_std=float(times.std(ddof=1)) if len(times) > 1 else float("nan"),
+            mnk_mean=float(np.mean([r[m]["n_kernels"] for r in per_split])),
+            accs=accs.tolist(),
+            times=times.tolist(),
+            params=[r[m]["params"] for r in per_split],
+            refits_hit_max_iter=int(sum(r[m]["refit_hit_max_iter"] for r in per_split)),
+            cv_fits_hit_max_iter=int(sum(r[m]["cv_fits_hit_max_iter"] for r in per_split)),
+        )
+    return out
+
+
+def _jsonable(x):
+    """Replace non-finite floats (p = inf, std of one split) by strings: strict JSON."""
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, float | np.floating) and not np.isfinite(x):
+        return str(float(x))
+    return x
+
+
+def _unjson(x):
+    """Inverse of :func:`_jsonable` for a loaded report."""
+    if isinstance(x, dict):
+        return {k: _unjson(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_unjson(v) for v in x]
+    if isinstance(x, str) and x in ("nan", "inf", "-inf"):
+        return float(x)
+    return x
+
+
+def _load_note(env: dict) -> str:
+    if "loadavg_start" not in env:
+        return "."
+    a, b = env["loadavg_start"][0], env.get("loadavg_end", [float("nan")])[0]
+    return f" (1-min load average {a:.1f} at start, {b:.1f} at end: other jobs shared the CPUs)."
+
+
+def _fmt(mean, std):
+    return f"{mean:.2f} ± {std:.2f}" if np.isfinite(std) else f"{mean:.2f}"
+
+
+def write_markdown(path: Path, report: dict) -> None:
+    cfg, methods = report["config"], report["config"]["methods"]
+    lines = [
+        "# Soft-margin MKL Table I protocol — our results beside the published numbers",
+        "",
+        f"Generated by `benchmarks/xu_table1.py {' '.join(report['argv'])}` on "
+        f"{report['environment']['date']}.",
+        "",
+        "**Configuration**: "
+        + ("QUICK (reduced) protocol" if cfg["quick"] else "full protocol")
+        + f"; {cfg['splits']} random 70/30 split(s) (seeds {cfg['seed']}…"
+        f"{cfg['seed'] + cfg['splits'] - 1}); {cfg['folds']}-fold stratified CV on the training"
+        f" part; C ∈ {cfg['C']}; Lp p ∈ {[round(p, 4) for p in cfg['p']]}; SM1 ν ∈ {cfg['nu']}"
+        f" (θ = 1/(νM)); SM2 θ ∈ {cfg['theta']}"
+        + (f"; SGMKL v ∈ {cfg['v']}" if "SGMKL" in methods else "")
+        + f". Stopping: relative duality gap ≤ {cfg['tol']} (SimpleMKL, SM1, SM2"
+        + (", SGMKL" if "SGMKL" in methods else "")
+        + f"), relative objective change ≤ {cfg['lp_tol']} (L2/Lp), max_iter {cfg['max_iter']},"
+        f" libsvm tol {cfg['svc_tol']}. Pool: KernelPool.simplemkl() (P = 13(d+1)), features "
+        "z-scored with training statistics, unit-diagonal kernels.",
+        "",
+        "Accuracy: test accuracy in %, mean ± sample std over splits; published = paper A "
+        "Table I (10 splits). Times: mean wall-clock seconds of the final refit on the whole "
+        "training part (precomputed kernels, one process; CV and kernel computation excluded) "
+        f"on {report['environment']['machine']}; published = Table II (MATLAB + LibSVM, CPU s).",
+        "",
+        f"Total wall time {report.get('total_wall_time_s', float('nan')):.0f} s"
+        + _load_note(report["environment"])
+        + "".join(f" {n}" for n in report.get("notes", [])),
+        "",
+        "## Test accuracy (%)",
+        "",
+        "| data | " + " | ".join(methods) + " |",
+        "|---|" + "---|" * len(methods),
+    ]
+    for name, r in report["results"].items():
+        ours = [_fmt(r[m]["acc_mean"], r[m]["acc_std"]) for m in methods]
+        pub = [_fmt(*PUBLISHED[name][m]) if name in PUBLISHED else "–" for m in methods]
+        lines.append(f"| {PAPER_NAMES.get(name, name)} (ours) | " + " | ".join(ours) + " |")
+        lines.append(f"| {PAPER_NAMES.get(name, name)} (paper) | " + " | ".join(pub) + " |")
+    lines += [
+        "",
+        "## Mean training time (s) and mean number of selected kernels (MNK, μ > 1e-3·max μ)",
+        "",
+        "| data | " + " | ".join(methods) + " |",
+        "|---|" + "---|" * len(methods),
+    ]
+    for name, r in report["results"].items():
+        ours = [f"{r[m]['time_mean']:.2f}" for m in methods]
+        pub = [f"{PUBLISHED_TIME[name][m]:g}" if name in PUBLISHED_TIME else "–" for m in methods]
+        mnk = [f"{r[m]['mnk_mean']:.1f}" for m in methods]
+        label = PAPER_NAMES.get(name, name)
+        info = report["data"][name]
+        lines.append(f"| {label} time (ours) | " + " | ".join(ours) + " |")
+        lines.append(f"| {label} time (paper) | " + " | ".join(pub) + " |")
+        lines.append(f"| {label} MNK of {info['P']} (ours) | " + " | ".join(mnk) + " |")
+    lines += ["", "## Per data set", ""]
+    for name, info in report["data"].items():
+        r = report["results"][name]
+        lines.append(
+            f"- **{name}**: N = {info['n']}, d = {info['d']}, P = {info['P']}, train/test = "
+            f"{info['n_train']}/{info['n_test']}; CV wall time per split "
+            f"{np.mean(info['cv_time']):.0f} s with {cfg['n_jobs']} worker(s)."
+        )
+        for m in methods:
+            hit = r[m]["refits_hit_max_iter"] + r[m]["cv_fits_hit_max_iter"]
+            note = f"; {hit} fit(s) stopped at max_iter" if hit else ""
+            lines.append(f"  - {m}: selected {r[m]['params']}{note}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="reduced splits, folds and grids")
+    ap.add_argument("--splits", type=int, default=None, help="number of random 70/30 splits")
+    ap.add_argument("--datasets", default="heart,pima,ionosphere", help="comma-separated names")
+    ap.add_argument(
+        "--methods", default=",".join(DEFAULT_METHODS), help=f"subset of {','.join(ALL_METHODS)}"
+    )
+    ap.add_argument("--folds", type=int, default=None, help="CV folds (default 5, quick 3)")
+    ap.add_argument("--n-jobs", type=int, default=os.cpu_count() or 1, help="CV workers")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the first split")
+    ap.add_argument("--out", default=str(RESULTS / "xu_table1"), help="output path stem")
+    ap.add_argument("--render", metavar="JSON", help="only re-write the .md of a saved .json")
+    args = ap.parse_args(argv)
+    if args.render:
+        path = Path(args.render)
+        write_markdown(path.with_suffix(".md"), _unjson(json.loads(path.read_text())))
+        return
+
+    cfg = dict(QUICK if args.quick else FULL)
+    if args.splits is not None:
+        cfg["splits"] = args.splits
+    if args.folds is not None:
+        cfg["folds"] = args.folds
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = sorted(set(methods) - set(ALL_METHODS))
+    if unknown:
+        ap.error(f"unknown method(s) {unknown}; choose from {ALL_METHODS}")
+    datasets = [d.strip().lower() for d in args.datasets.split(",") if d.strip()]
+    datasets = ["pima" if d == "diabetes" else d for d in datasets]
+    cfg.update(quick=args.quick, methods=methods, seed=args.seed, n_jobs=args.n_jobs)
+
+    report = dict(
+        argv=sys.argv[1:] if argv is None else list(argv),
+        config=cfg,
+        environment=dict(
+            date=time.strftime("%Y-%m-%d %H:%M"),
+            machine=f"{platform.machine()} Linux, {os.cpu_count()} cores",
+            python=platform.python_version(),
+            numpy=np.__version__,
+            sklearn=sklearn.__version__,
+            OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS"),
+            loadavg_start=list(os.getloadavg()),
+        ),
+        published_accuracy=PUBLISHED,
+        published_time=PUBLISHED_TIME,
+        data={},
+        results={},
+    )
+    t_all = time.perf_counter()
+    for name in datasets:
+        X, y = load(name)
+        per_split, infos = [], []
+        for split in range(cfg["splits"]):
+            res, info = run_split(name, X, y, split, methods, cfg, args.seed, args.n_jobs)
+            per_split.append(res)
+            infos.append(info)
+        report["data"][name] = dict(
+            n=int(len(y)),
+            d=int(X.shape[1]),
+            P=infos[0]["P"],
+            n_train=infos[0]["n_train"],
+            n_test=infos[0]["n_test"],
+            kernel_time=[i["kernel_time"] for i in infos],
+            cv_time=[i["cv_time"] for i in infos],
+        )
+        report["results"][name] = summarise(per_split, methods)
+    report["total_wall_time_s"] = time.perf_counter() - t_all
+    report["environment"]["loadavg_end"] = list(os.getloadavg())
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(_jsonable(report), indent=1, default=float, allow_nan=False)
+    out.with_suffix(".json").write_text(text)
+    write_markdown(out.with_suffix(".md"), report)
+    print(f"wrote {out.with_suffix('.json')} and .md in {report['total_wall_time_s']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
