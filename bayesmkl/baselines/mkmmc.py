@@ -1,0 +1,365 @@
+"""Multiple-kernel maximum margin criterion (MKMMC, Gu & Zhou; spec ``baselines.md`` paper C).
+
+Supervised dimensionality reduction: find ``m`` directions ``𝒜 = [α_1 … α_m]: (N, m)`` with
+``𝒜ᵀ𝒜 = I`` and kernel weights ``θ`` on the simplex maximising the kernel maximum margin criterion
+
+    J(𝒜, θ) = Σ_ij W_ij ‖𝒜ᵀ K_θ[:, i] − 𝒜ᵀ K_θ[:, j]‖² = tr(𝒜ᵀ L_θ 𝒜) = θᵀ L_𝒜 θ,
+
+with ``K_θ = Σ_t θ_t K_t``, the graph weights ``W_ij = 1/N − 2/N_k`` when ``y_i = y_j = k`` and
+``1/N`` otherwise, and the Laplacian ``M = D − W``, ``D = diag(W 1)`` (here ``D = −I``, so
+``M = 2 Σ_k 1_k 1_kᵀ / N_k − I − 11ᵀ/N``: +1 on the C − 1 between-class directions, −1 within
+classes). Then
+
+* ``L_θ = 2 K_θ M K_θ``  (N, N), and
+* ``L_𝒜[t, u] = 2 tr(𝒜ᵀ K_t M K_u 𝒜)``  (P, P).
+
+Alternating maximisation, from ``θ = 1/P``:
+
+(a) 𝒜-step: the top ``m`` eigenvectors of ``L_θ`` (global maximiser of ``tr(𝒜ᵀL_θ𝒜)``);
+(b) θ-step: ``max_{θ ∈ simplex} θᵀ L_𝒜 θ`` — a non-convex QP when ``L_𝒜`` is indefinite (``M`` has
+    negative eigenvalues), see :func:`maximize_quadratic_on_simplex`. The current θ is one of the
+    candidates, so the step never lowers J. When ``L_𝒜 ⪰ 0`` (common once the between-class part
+    dominates) the maximum is a vertex: θ selects a single kernel.
+
+The objective is therefore non-decreasing; iterations stop when its relative change falls below
+``tol``. New points are embedded as ``z(x) = 𝒜ᵀ k_θ(x)`` and classified by 1-NN among the embedded
+training points.
+"""
+
+from __future__ import annotations
+
+import itertools
+import numbers
+
+import numpy as np
+from scipy.linalg import eigh
+from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+from bayesmkl.baselines._base import validate_labels
+from bayesmkl.baselines._simplex import project_simplex
+from bayesmkl.baselines._svm import combine
+from bayesmkl.kernels.input import KernelInput
+
+__all__ = [
+    "MKMMC",
+    "mmc_laplacian",
+    "theta_matrix",
+    "maximize_quadratic_on_simplex",
+]
+
+
+def mmc_laplacian(codes: np.ndarray) -> np.ndarray:
+    """``M = D − W`` of the maximum margin criterion graph for integer class codes ``(N,)``.
+
+    Returns
+    -------
+    ndarray (N, N)
+        ``M = 2 Σ_k 1_k 1_kᵀ / N_k − I − 11ᵀ/N``; ``Σ_ij W_ij ‖z_i − z_j‖² = 2 tr(Zᵀ M Z)``.
+    """
+    codes = np.asarray(codes)
+    N = codes.shape[0]
+    same = codes[:, None] == codes[None, :]
+    counts = np.bincount(codes)
+    M = np.where(same, 2.0 / counts[codes][:, None], 0.0)
+    M -= 1.0 / N
+    M[np.diag_indices(N)] -= 1.0
+    return M
+
+
+def theta_matrix(K: np.ndarray, A: np.ndarray, M: np.ndarray) -> np.ndarray:
+    """``L_𝒜[t, u] = 2 tr(𝒜ᵀ K_t M K_u 𝒜)`` for ``K: (P, N, N)``, ``A: (N, m)``, ``M: (N, N)``.
+
+    Returns
+    -------
+    ndarray (P, P), symmetric; ``θᵀ L_𝒜 θ = tr(𝒜ᵀ L_θ 𝒜)``.
+    """
+    P, N, _ = K.shape
+    B = (K.reshape(P * N, N) @ A).reshape(P, N, -1)  # K_t 𝒜
+    MB = np.einsum("ij,tjk->tik", M, B)
+    L = 2.0 * np.einsum("tik,uik->tu", B, MB)
+    return 0.5 * (L + L.T)
+
+
+def _enumerate_supports(Q: np.ndarray) -> tuple[np.ndarray, float]:
+    """Global maximiser of ``θᵀQθ`` on the simplex by KKT enumeration over all supports.
+
+    The maximum is attained in the relative interior of some face F (a vertex included). There θ
+    is a stationary point of the quadratic on the affine hull of F: ``Q_FF θ_F = μ 1``,
+    ``1ᵀθ_F = 1``. If that system is singular with a consistent solution set, the quadratic is
+    constant along the null direction inside F, so the same value is also attained on a smaller
+    face; if it is inconsistent, F holds no stationary point. Solving the nonsingular systems of
+    all ``2^P − 1`` supports and keeping feasible (θ_F ≥ 0) solutions therefore finds the global
+    maximum.
+    """
+    P = Q.shape[0]
+    best_val, best = -np.inf, None
+    for r in range(1, P + 1):
+        for S in itertools.combinations(range(P), r):
+            idx = list(S)
+            A = np.zeros((r + 1, r + 1))
+            A[:r, :r] = Q[np.ix_(idx, idx)]
+            A[:r, r] = -1.0
+            A[r, :r] = 1.0
+            rhs = np.zeros(r + 1)
+            rhs[r] = 1.0
+            try:
+                sol = np.linalg.solve(A, rhs)
+            except np.linalg.LinAlgError:
+                continue
+            th = sol[:r]
+            if not np.all(np.isfinite(th)) or th.min() < -1e-12:
+                continue
+            theta = np.zeros(P)
+            theta[idx] = np.clip(th, 0.0, None)
+            theta /= theta.sum()
+            val = float(theta @ Q @ theta)
+            if val > best_val:
+                best_val, best = val, theta
+    return best, best_val
+
+
+def _projected_ascent(
+    Q: np.ndarray, theta: np.ndarray, max_iter: int, tol: float
+) -> tuple[np.ndarray, float]:
+    """Projected-gradient ascent of ``θᵀQθ`` with step ``1/(2‖Q‖₂)`` (monotone: the gradient
+    ``2Qθ`` is ``2‖Q‖₂``-Lipschitz)."""
+    lip = 2.0 * np.linalg.norm(Q, 2)
+    if lip == 0:
+        return theta, float(theta @ Q @ theta)
+    step = 1.0 / lip
+    val = float(theta @ Q @ theta)
+    for _ in range(max_iter):
+        new = project_simplex(theta + step * 2.0 * (Q @ theta))
+        new_val = float(new @ Q @ new)
+        if np.max(np.abs(new - theta)) < tol:
+            if new_val >= val:
+                theta, val = new, new_val
+            break
+        if new_val < val:  # only rounding can cause this; keep the better point
+            break
+        theta, val = new, new_val
+    return theta, val
+
+
+def maximize_quadratic_on_simplex(
+    Q: np.ndarray,
+    theta0: np.ndarray | None = None,
+    method: str = "auto",
+    n_restarts: int = 10,
+    max_iter: int = 500,
+    tol: float = 1e-10,
+    random_state=None,
+) -> tuple[np.ndarray, float]:
+    """Maximise ``θᵀQθ`` over the probability simplex (``Q`` symmetric, possibly indefinite).
+
+    Parameters
+    ----------
+    Q : ndarray (P, P)
+    theta0 : ndarray (P,) or None
+        Current point; always a candidate, so the answer is never worse than it.
+    method : {"auto", "enumerate", "multistart"}
+        ``"enumerate"``: exact — KKT systems of every support (``2^P − 1`` small solves), then a
+        polish by projected ascent. ``"multistart"``: projected-gradient ascent (step
+        ``1/(2‖Q‖₂)``, monotone) from every vertex, the barycentre, ``theta0`` and ``n_restarts``
+        random Dirichlet(1) points; the best local maximum is kept (local, not certified global).
+        ``"auto"``: ``"enumerate"`` for ``P ≤ 12``, else ``"multistart"``.
+    n_restarts : int
+        Random starts of ``"multistart"``.
+    max_iter, tol
+        Projected-ascent iterations and the stopping threshold on ``max|Δθ|``.
+    random_state : int, RandomState or None
+
+    Returns
+    -------
+    theta : ndarray (P,)
+    value : float
+        ``θᵀQθ``.
+    """
+    Q = np.asarray(Q, dtype=np.float64)
+    Q = 0.5 * (Q + Q.T)
+    P = Q.shape[0]
+    if method == "auto":
+        method = "enumerate" if P <= 12 else "multistart"
+    if method not in ("enumerate", "multistart"):
+        raise ValueError(f"method must be 'auto', 'enumerate' or 'multistart'; got {method!r}")
+    candidates = []
+    if theta0 is not None:
+        t0 = np.asarray(theta0, dtype=np.float64)
+        candidates.append((t0, float(t0 @ Q @ t0)))
+    if method == "enumerate":
+        th, _ = _enumerate_supports(Q)
+        candidates.append(_projected_ascent(Q, th, max_iter, tol))
+    else:
+        rng = check_random_state(random_state)
+        starts = list(np.eye(P)) + [np.full(P, 1.0 / P)]
+        if theta0 is not None:
+            starts.append(np.asarray(theta0, dtype=np.float64))
+        starts += list(rng.dirichlet(np.ones(P), size=int(n_restarts)))
+        candidates += [_projected_ascent(Q, s, max_iter, tol) for s in starts]
+    theta, val = max(candidates, key=lambda c: c[1])
+    return theta, val
+
+
+def _top_eigvecs(L: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    N = L.shape[0]
+    w, V = eigh(0.5 * (L + L.T), subset_by_index=[N - m, N - 1])
+    return w[::-1], V[:, ::-1]
+
+
+class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
+    """Multiple-kernel maximum margin criterion: supervised embedding + 1-NN classifier.
+
+    Alternates the 𝒜-step (top ``n_components`` eigenvectors of ``L_θ = 2 K_θ (D − W) K_θ``) and the
+    θ-step ``max θᵀ L_𝒜 θ`` on the simplex, starting from ``θ = 1/P``, until the relative change of
+    the objective ``J = tr(𝒜ᵀ L_θ 𝒜)`` is below ``tol`` (module docstring has the formulas).
+
+    θ-step method: the QP maximises a possibly indefinite quadratic, so it is non-convex. With
+    ``theta_solver="auto"`` it is solved *exactly* for ``P ≤ 12`` by enumerating the KKT systems of
+    all ``2^P − 1`` supports, and for larger P by projected-gradient ascent restarted from every
+    vertex, the barycentre, the current θ and ``n_restarts`` random points (best local maximum
+    kept). The current θ is always a candidate, so J never decreases.
+
+    Parameters
+    ----------
+    kernels : str or KernelPool, default="simplemkl"
+        Kernel specification; ``"precomputed"`` takes ``fit(K (P, N, N), y)`` and
+        ``transform/predict(K_test (P, M, N))``.
+    n_components : int or None, default=None
+        Embedding dimension m. ``None`` uses ``n_classes − 1``: ``D − W`` has exactly
+        ``n_classes − 1`` positive eigenvalues, so ``L_θ`` has at most that many positive
+        directions (further directions would lower J). Must be ``≤ N``.
+    max_iter : int, default=50
+        Maximum number of alternations.
+    tol : float, default=1e-6
+        Relative objective change for stopping.
+    theta_solver : {"auto", "enumerate", "multistart"}, default="auto"
+    n_restarts : int, default=10
+        Random starts of the multistart θ-solver.
+    random_state : int, RandomState or None
+
+    Attributes
+    ----------
+    kernel_weights_ : ndarray (P,)
+        θ, on the simplex.
+    components_ : ndarray (N, m)
+        𝒜, orthonormal columns.
+    objective_ : ndarray (n_evals,)
+        J after the initial 𝒜-step and after every θ- and 𝒜-step (non-decreasing).
+    eigenvalues_ : ndarray (m,)
+        Top eigenvalues of ``L_θ`` at the final θ.
+    embedding_ : ndarray (N, m)
+        Embedded training points ``K_θ 𝒜``.
+    classes_ : ndarray
+    n_iter_ : int
+    kernel_names_ : list of str
+    """
+
+    def __init__(
+        self,
+        kernels="simplemkl",
+        n_components=None,
+        max_iter=50,
+        tol=1e-6,
+        theta_solver="auto",
+        n_restarts=10,
+        random_state=None,
+    ):
+        self.kernels = kernels
+        self.n_components = n_components
+        self.max_iter = max_iter
+        self.tol = tol
+        self.theta_solver = theta_solver
+        self.n_restarts = n_restarts
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        """Fit the embedding and the 1-NN classifier.
+
+        Parameters
+        ----------
+        X : array (N, d), or (P, N, N) with ``kernels="precomputed"``
+        y : array (N,)
+            Class labels (at least two classes).
+
+        Returns
+        -------
+        self
+        """
+        if self.theta_solver not in ("auto", "enumerate", "multistart"):
+            raise ValueError(
+                "theta_solver must be 'auto', 'enumerate' or 'multistart'; "
+                f"got {self.theta_solver!r}"
+            )
+        if not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1:
+            raise ValueError(f"max_iter must be a positive integer; got {self.max_iter!r}")
+        self.kernel_input_, K = KernelInput.fit(self.kernels, X)
+        K = np.asarray(K, dtype=np.float64)
+        P, N, _ = K.shape
+        self.classes_, codes = validate_labels(y, N)
+        if self.kernel_input_.pool is not None:
+            self.n_features_in_ = int(np.asarray(X).shape[1])
+        self.kernel_names_ = list(self.kernel_input_.names)
+        m = len(self.classes_) - 1 if self.n_components is None else self.n_components
+        if not isinstance(m, numbers.Integral) or not 1 <= m <= N:
+            raise ValueError(f"n_components must be an integer in [1, N={N}]; got {m!r}")
+        rng = check_random_state(self.random_state)
+        M = mmc_laplacian(codes)
+
+        theta = np.full(P, 1.0 / P)
+        Kt = combine(K, theta)
+        w, A = _top_eigvecs(2.0 * Kt @ M @ Kt, m)
+        history = [float(w.sum())]
+        n_iter = 0
+        for n_iter in range(1, self.max_iter + 1):  # noqa: B007
+            J_old = history[-1]
+            Q = theta_matrix(K, A, M)
+            theta, val = maximize_quadratic_on_simplex(
+                Q,
+                theta0=theta,
+                method=self.theta_solver,
+                n_restarts=self.n_restarts,
+                random_state=rng,
+            )
+            history.append(val)
+            Kt = combine(K, theta)
+            w, A = _top_eigvecs(2.0 * Kt @ M @ Kt, m)
+            history.append(float(w.sum()))
+            if abs(history[-1] - J_old) <= self.tol * max(abs(J_old), 1e-300):
+                break
+        self.n_iter_ = n_iter
+        self.kernel_weights_ = theta
+        self.components_ = A
+        self.eigenvalues_ = w
+        self.objective_ = np.asarray(history)
+        self.embedding_ = Kt @ A
+        self._knn = KNeighborsClassifier(n_neighbors=1).fit(self.embedding_, codes)
+        return self
+
+    def transform(self, X):
+        """Embed new points: ``z(x) = 𝒜ᵀ k_θ(x)``.
+
+        Parameters
+        ----------
+        X : array (M, d), or (P, M, N) with ``kernels="precomputed"``
+
+        Returns
+        -------
+        ndarray (M, m)
+        """
+        check_is_fitted(self, "components_")
+        Kt = np.asarray(self.kernel_input_.cross(X), dtype=np.float64)
+        return combine(Kt, self.kernel_weights_) @ self.components_
+
+    def predict(self, X):
+        """Labels ``(M,)`` of the nearest embedded training point."""
+        check_is_fitted(self, "components_")
+        return self.classes_[self._knn.predict(self.transform(X))]
+
+    def selected_kernels(self, rel_threshold: float = 1e-3) -> int:
+        """Number of kernels with ``θ_t > rel_threshold · max θ``."""
+        check_is_fitted(self, "kernel_weights_")
+        th = self.kernel_weights_
+        return int(np.sum(th > rel_threshold * th.max()))
