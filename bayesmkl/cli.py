@@ -1,0 +1,501 @@
+"""The ``bayesmkl`` command line.
+
+Sub-commands
+------------
+``bayesmkl demo``
+    Fit BM³KL on scikit-learn's bundled breast-cancer data (stratified 70/30 split, seed 0,
+    the 16-kernel pool, paper defaults with 2 chains), print test metrics, kernel weights and
+    ESS/R-hat, and write figures (PNG) and the fit (netCDF).
+``bayesmkl fit DATA.csv``
+    Fit on any CSV whose last column is the label; print test metrics; save the model.
+``bayesmkl predict MODEL.nc DATA.csv``
+    Write class probabilities of the rows of a CSV (with or without a label column).
+
+Bad paths and malformed CSV files end with one line on stderr and exit status 2.
+
+The JAX compilation cache is kept in ``$BAYESMKL_CACHE_DIR`` (default
+``~/.cache/bayesmkl/jax``) so that repeated runs on data of the same shape skip most of the
+compile time; set ``BAYESMKL_NO_JAX_CACHE=1`` to switch this off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["main", "read_csv"]
+
+PROG = "bayesmkl"
+
+
+class CLIError(Exception):
+    """An error reported as one line on stderr with exit status 2."""
+
+
+# ----------------------------------------------------------------------------------------
+# helpers
+# ----------------------------------------------------------------------------------------
+
+
+def _enable_jax_cache() -> None:
+    if os.environ.get("BAYESMKL_NO_JAX_CACHE"):
+        return
+    from bayesmkl.estimator import enable_compilation_cache
+
+    enable_compilation_cache()
+
+
+def _float(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _label_array(labels: list[str]) -> np.ndarray:
+    """Integer labels when every label is an integer, else strings."""
+    try:
+        ints = [int(s) for s in labels]
+        return np.asarray(ints, dtype=np.int64)
+    except ValueError:
+        return np.asarray(labels, dtype=str)
+
+
+def read_csv(path, has_label: bool = True):
+    """Read a numeric CSV, optionally with a header row and a label in the last column.
+
+    Parameters
+    ----------
+    path : str or Path
+    has_label : bool
+        Whether the last column holds the label.
+
+    Returns
+    -------
+    X : ndarray (N, d), float64
+    y : ndarray (N,) or None
+        Integer labels when all labels are integers, else strings.
+    header : list of str or None
+
+    Raises
+    ------
+    CLIError
+        Missing file, empty file, ragged rows, non-numeric or non-finite features.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CLIError(f"no such file: {path}")
+    try:
+        with path.open(newline="") as fh:
+            rows = [r for r in csv.reader(fh) if r and any(c.strip() for c in r)]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise CLIError(f"cannot read {path} as CSV: {exc}") from None
+    if not rows:
+        raise CLIError(f"{path} is empty")
+    rows = [[c.strip() for c in r] for r in rows]
+    n_feat = len(rows[0]) - (1 if has_label else 0)
+    header = None
+    first_features = rows[0][:n_feat] if n_feat > 0 else rows[0]
+    if any(_float(c) is None for c in first_features):
+        header, rows = rows[0], rows[1:]
+        if not rows:
+            raise CLIError(f"{path} has a header but no data rows")
+    width = len(header) if header is not None else len(rows[0])
+    if has_label and width < 2:
+        raise CLIError(f"{path} has {width} column(s); expected features and a label column")
+    values = []
+    for i, r in enumerate(rows):
+        line = i + 1 + (header is not None)
+        if len(r) != width:
+            raise CLIError(f"{path}, line {line}: {len(r)} fields, expected {width}")
+        feats = r[: width - 1] if has_label else r
+        nums = []
+        for j, c in enumerate(feats):
+            v = _float(c)
+            if v is None or not np.isfinite(v):
+                raise CLIError(f"{path}, line {line}, column {j + 1}: {c!r} is not a finite number")
+            nums.append(v)
+        values.append(nums)
+    X = np.asarray(values, dtype=np.float64)
+    y = _label_array([r[-1] for r in rows]) if has_label else None
+    if has_label and any(lab == "" for lab in (r[-1] for r in rows)):
+        raise CLIError(f"{path}: some rows have an empty label")
+    return X, y, header
+
+
+def _metrics(y_true, proba, classes) -> dict:
+    from sklearn.metrics import accuracy_score, log_loss
+
+    pred = classes[np.argmax(proba, axis=1)]
+    onehot = (np.asarray(y_true)[:, None] == classes[None, :]).astype(float)
+    return {
+        "accuracy": float(accuracy_score(y_true, pred)),
+        "log_loss": float(log_loss(y_true, np.clip(proba, 1e-15, 1.0), labels=classes)),
+        # Brier score: mean over points of Σ_k (p_k − 1[y = k])²; for two classes this is
+        # twice scikit-learn's brier_score_loss of the positive class, so report that instead.
+        "brier": float(
+            np.mean(np.sum((proba - onehot) ** 2, axis=1)) / (2.0 if len(classes) == 2 else 1.0)
+        ),
+    }
+
+
+def _print_metrics(m: dict, n_test: int) -> None:
+    print(f"test points : {n_test}")
+    print(f"accuracy    : {m['accuracy']:.4f}")
+    print(f"log-loss    : {m['log_loss']:.4f}")
+    print(f"Brier score : {m['brier']:.4f}")
+
+
+def _print_weights(clf, top_k: int = 8, prob: float = 0.89) -> None:
+    w = clf.posterior_["w"].reshape(-1, len(clf.kernel_names_))
+    order = np.argsort(-w.mean(axis=0), kind="stable")[:top_k]
+    lo, hi = np.quantile(w, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
+    width = max(len(clf.kernel_names_[m]) for m in order)
+    print(f"\ntop {len(order)} kernel weights (posterior mean, {prob:.0%} interval):")
+    for m in order:
+        print(
+            f"  {clf.kernel_names_[m]:<{width}}  {w[:, m].mean():.3f}  [{lo[m]:.3f}, {hi[m]:.3f}]"
+        )
+
+
+def _print_diagnostics(clf, top_k: int = 8) -> None:
+    import arviz as az
+
+    tree = clf.to_datatree()
+    order = np.argsort(-clf.kernel_weights_, kind="stable")[:top_k]
+    names = [clf.kernel_names_[m] for m in order]
+    chains = clf.posterior_["w"].shape[0]
+    print(f"\nconvergence of w ({chains} chain(s); ArviZ summary of the top kernels):")
+    if chains < 2:
+        print("  (one chain: R-hat needs at least 2 chains; use --chains 2)")
+    summ = az.summary(tree, var_names=["w"], coords={"kernel": names})
+    cols = [c for c in ("mean", "sd", "ess_bulk", "ess_tail", "r_hat") if c in summ.columns]
+    print(summ[cols].to_string())
+    st = clf.sample_stats_
+    print(
+        f"divergences: {int(np.sum(st['diverging']))}, mean acceptance: "
+        f"{float(np.mean(st['acceptance_rate'])):.3f}"
+    )
+
+
+def _write_figures(clf, out: Path, y_test=None, proba=None) -> list[Path]:
+    from bayesmkl import plots
+
+    figs = {
+        "kernel_weights.png": plots.plot_kernel_weights(clf),
+        "trace.png": plots.plot_trace(clf),
+        "sample_weights.png": plots.plot_sample_weights(clf),
+    }
+    if y_test is not None and proba is not None:
+        figs["reliability.png"] = plots.plot_reliability(y_test, proba, clf.classes_)
+    paths = []
+    for name, fig in figs.items():
+        p = out / name
+        fig.savefig(p, dpi=110)
+        paths.append(p)
+    return paths
+
+
+def _make_out(path) -> Path:
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CLIError(f"cannot create output directory {out}: {exc.strerror}") from None
+    return out
+
+
+def _split(X, y, test_size: float, seed: int):
+    from sklearn.model_selection import train_test_split
+
+    if test_size == 0:
+        return X, None, y, None
+    _, counts = np.unique(y, return_counts=True)
+    n_test = int(np.ceil(test_size * len(y)))
+    stratify = y if counts.min() >= 2 and n_test >= len(counts) else None
+    return train_test_split(X, y, test_size=test_size, random_state=seed, stratify=stratify)
+
+
+# ----------------------------------------------------------------------------------------
+# sub-commands
+# ----------------------------------------------------------------------------------------
+
+
+def _classifier(args, kernels):
+    from bayesmkl.estimator import BM3KLClassifier
+
+    return BM3KLClassifier(
+        kernels=kernels,
+        eta=args.eta,
+        alpha_a=args.alpha_a,
+        beta_a=args.beta_a,
+        kappa=args.kappa,
+        bias_prior_var=args.bias_prior_var,
+        gamma0=args.gamma0,
+        sampler=args.sampler,
+        step_size=args.step_size,
+        n_leapfrog=args.n_leapfrog,
+        num_warmup=args.num_warmup,
+        num_samples=args.num_samples,
+        num_chains=args.chains,
+        binary_mode=args.binary_mode,
+        random_state=args.seed,
+        progress_bar=not args.no_progress,
+    )
+
+
+def _fit_and_report(clf, X_tr, y_tr, X_te, y_te, out: Path, stem: str) -> None:
+    t0 = time.perf_counter()
+    clf.fit(X_tr, y_tr)
+    dt = time.perf_counter() - t0
+    print(
+        f"fitted BM3KL on {X_tr.shape[0]} points, {len(clf.kernel_names_)} kernels, "
+        f"{len(clf.classes_)} classes in {dt:.1f} s"
+    )
+    proba = None
+    if X_te is not None:
+        proba = clf.predict_proba(X_te)
+        print()
+        _print_metrics(_metrics(y_te, proba, clf.classes_), len(y_te))
+    _print_weights(clf)
+    _print_diagnostics(clf)
+    figs = _write_figures(clf, out, y_te, proba)
+    model = out / f"{stem}.nc"
+    clf.save(model)
+    print(f"\nwrote {', '.join(p.name for p in figs)} and {model.name} to {out}")
+
+
+def cmd_demo(args) -> int:
+    from bayesmkl.datasets import load_demo
+
+    X, y, _ = load_demo()
+    names = np.array(["malignant", "benign"])
+    y = names[y]
+    X_tr, X_te, y_tr, y_te = _split(X, y, 0.3, 0)
+    print(
+        f"breast cancer (scikit-learn bundled): {X.shape[0]} points, {X.shape[1]} features; "
+        f"stratified 70/30 split, seed 0 -> {len(y_tr)} train / {len(y_te)} test"
+    )
+    out = _make_out(args.out)
+    clf = _classifier(args, "bsvm16")
+    _fit_and_report(clf, X_tr, y_tr, X_te, y_te, out, "bm3kl_demo")
+    return 0
+
+
+def cmd_fit(args) -> int:
+    if not 0 <= args.test_size < 1:
+        raise CLIError(f"--test-size must be in [0, 1); got {args.test_size}")
+    X, y, _ = read_csv(args.data, has_label=True)
+    if len(np.unique(y)) < 2:
+        raise CLIError(f"{args.data}: the label column has a single class")
+    X_tr, X_te, y_tr, y_te = _split(X, y, args.test_size, args.split_seed)
+    out = _make_out(args.out)
+    print(
+        f"{args.data}: {X.shape[0]} points, {X.shape[1]} features, "
+        f"{len(np.unique(y))} classes; {len(y_tr)} train / "
+        f"{0 if y_te is None else len(y_te)} test"
+    )
+    clf = _classifier(args, args.pool)
+    _fit_and_report(clf, X_tr, y_tr, X_te, y_te, out, "model")
+    return 0
+
+
+def cmd_predict(args) -> int:
+    from bayesmkl import io
+
+    model = Path(args.model)
+    if not model.is_file():
+        raise CLIError(f"no such model file: {model}")
+    try:
+        clf = io.load(model)
+    except (ValueError, OSError, KeyError) as exc:
+        raise CLIError(f"cannot load model {model}: {exc}") from None
+    X, y, _ = read_csv(args.data, has_label=args.has_label)
+    d = getattr(clf, "n_features_in_", None)
+    if d is not None and X.shape[1] != d:
+        hint = "" if args.has_label else " (if the last column is a label, pass --has-label)"
+        raise CLIError(f"{args.data} has {X.shape[1]} feature columns; the model expects {d}{hint}")
+    proba = clf.predict_proba(X)
+    pred = clf.classes_[np.argmax(proba, axis=1)]
+    header = [f"p_{c}" for c in clf.classes_.tolist()] + ["predicted"]
+    fh = open(args.out, "w", newline="") if args.out else sys.stdout
+    try:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        for p, lab in zip(proba, pred, strict=True):
+            writer.writerow([repr(float(v)) for v in p] + [lab])
+    finally:
+        if args.out:
+            fh.close()
+    if args.out:
+        print(f"wrote probabilities of {X.shape[0]} rows to {args.out}", file=sys.stderr)
+    if y is not None:
+        acc = float(np.mean(pred.astype(str) == y.astype(str)))
+        print(f"accuracy on the labelled rows: {acc:.4f}", file=sys.stderr)
+    return 0
+
+
+# ----------------------------------------------------------------------------------------
+# argument parsing
+# ----------------------------------------------------------------------------------------
+
+
+def _add_sampler_args(p, *, chains_default: int) -> None:
+    g = p.add_argument_group("sampler and hyper-parameters (defaults: the paper's)")
+    g.add_argument(
+        "--num-warmup",
+        type=int,
+        default=180,
+        metavar="N",
+        help="Gibbs sweeps discarded (default 180)",
+    )
+    g.add_argument(
+        "--num-samples", type=int, default=20, metavar="N", help="draws kept per chain (default 20)"
+    )
+    g.add_argument(
+        "--chains",
+        type=int,
+        default=chains_default,
+        metavar="N",
+        help=f"number of chains (default {chains_default})",
+    )
+    g.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
+    g.add_argument("--gamma0", type=float, default=100.0, help="γ0 (default 100)")
+    g.add_argument("--beta-a", type=float, default=0.1, help="β_a (default 0.1)")
+    g.add_argument("--alpha-a", type=float, default=1.0, help="α_a (default 1)")
+    g.add_argument("--eta", type=float, default=1.0, help="η, Dirichlet concentration (1)")
+    g.add_argument("--kappa", type=float, default=1e-10, help="κ (default 1e-10)")
+    g.add_argument(
+        "--bias-prior-var",
+        type=float,
+        default=1e-4,
+        help="τ, prior variance of the biases (default 1e-4)",
+    )
+    g.add_argument(
+        "--sampler",
+        choices=("stable", "paper", "exact", "rmala"),
+        default="stable",
+        help="kernel-weight move (default stable)",
+    )
+    g.add_argument("--step-size", type=float, default=0.01, help="ε (default 0.01)")
+    g.add_argument("--n-leapfrog", type=int, default=10, help="L (default 10)")
+    g.add_argument(
+        "--binary-mode",
+        choices=("single", "ova"),
+        default="single",
+        help="two classes: one classifier or one-vs-all (default single)",
+    )
+    g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``bayesmkl`` command."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Bayesian multiple kernel learning (BM3KL, Du et al. 2016).",
+    )
+    from bayesmkl import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="{demo,fit,predict}")
+
+    p = sub.add_parser(
+        "demo",
+        help="fit BM3KL on the bundled breast-cancer data",
+        description="Fit BM3KL on scikit-learn's breast-cancer data (stratified "
+        "70/30 split, seed 0, 16-kernel pool, paper defaults, 2 chains); print "
+        "metrics, kernel weights and ESS/R-hat; write PNG figures and the fit.",
+    )
+    p.add_argument(
+        "--out",
+        default="bayesmkl-demo",
+        metavar="DIR",
+        help="output directory (default bayesmkl-demo)",
+    )
+    _add_sampler_args(p, chains_default=2)
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser(
+        "fit",
+        help="fit on a CSV file (label in the last column)",
+        description="Fit BM3KL on a numeric CSV whose last column is the class "
+        "label (an optional header row is detected); print test metrics and "
+        "save the model, figures included, into --out.",
+    )
+    p.add_argument("data", metavar="DATA.csv")
+    p.add_argument(
+        "--pool",
+        choices=("bsvm16", "simplemkl"),
+        default="bsvm16",
+        help="kernel pool (default bsvm16)",
+    )
+    p.add_argument(
+        "--test-size",
+        type=float,
+        default=0.3,
+        help="held-out fraction, stratified when possible; 0 trains on all (default 0.3)",
+    )
+    p.add_argument("--split-seed", type=int, default=0, help="seed of the split (default 0)")
+    p.add_argument(
+        "--out",
+        default="bayesmkl-model",
+        metavar="DIR",
+        help="output directory (default bayesmkl-model); the model is DIR/model.nc",
+    )
+    _add_sampler_args(p, chains_default=1)
+    p.set_defaults(func=cmd_fit)
+
+    p = sub.add_parser(
+        "predict",
+        help="class probabilities for the rows of a CSV file",
+        description="Write the posterior predictive class probabilities (one "
+        "column per class) and the predicted label of each row as CSV.",
+    )
+    p.add_argument("model", metavar="MODEL.nc", help="a model written by 'bayesmkl fit'")
+    p.add_argument("data", metavar="DATA.csv")
+    p.add_argument("--out", metavar="probs.csv", help="output CSV (default: stdout)")
+    p.add_argument(
+        "--has-label",
+        action="store_true",
+        help="the last column is a label: drop it (and report accuracy)",
+    )
+    p.set_defaults(func=cmd_predict)
+    return parser
+
+
+def main(argv=None) -> int:
+    """Entry point of the ``bayesmkl`` command; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        if args.command in ("demo", "fit"):
+            for name in ("num_samples", "chains", "n_leapfrog"):
+                if getattr(args, name) < 1:
+                    raise CLIError(f"--{name.replace('_', '-')} must be at least 1")
+            if args.num_warmup < 0:
+                raise CLIError("--num-warmup must be non-negative")
+        _enable_jax_cache()
+        return int(args.func(args) or 0)
+    except CLIError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except ImportError as exc:  # e.g. h5py missing for netCDF output
+        print(f"{PROG}: error: {exc}".splitlines()[0], file=sys.stderr)
+        return 2
+    except ValueError as exc:  # invalid hyper-parameters, data the estimator refuses
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"{PROG}: error: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,107 @@
+"""ArviZ ``DataTree`` building (:mod:`bayesmkl.diagnostics`) and the estimator's wrappers."""
+
+from __future__ import annotations
+
+import arviz as az
+import numpy as np
+import pytest
+from test_estimator import SMALL, small_data
+
+from bayesmkl import BM3KLClassifier
+from bayesmkl.diagnostics import add_predictions, build_datatree, classifier_labels
+
+
+def synthetic(chains=2, draws=30, P=4, C=3, N=7, seed=0):
+    rng = np.random.default_rng(seed)
+    e = rng.gamma(1.0, size=(chains, draws, P))
+    post = {
+        "e": e,
+        "w": e / e.sum(-1, keepdims=True),
+        "a": rng.normal(size=(chains, draws, C, N)),
+        "b": rng.normal(size=(chains, draws, C)),
+        "lam": rng.gamma(1.0, size=(chains, draws, C, N)),
+    }
+    stats = {
+        "accept_prob": rng.uniform(size=(chains, draws)),
+        "diverging": np.zeros((chains, draws), bool),
+        "potential_energy": rng.normal(size=(chains, draws)),
+        "step_size": np.full((chains, draws), 0.01),
+    }
+    return post, stats
+
+
+def test_groups_dims_coords():
+    post, stats = synthetic()
+    names = ["k0", "k1", "k2", "k3"]
+    tree = build_datatree(
+        post,
+        stats,
+        kernel_names=names,
+        classes=np.array(["x", "y", "z"]),
+        y=np.array(list("xyzxyzx")),
+    )
+    assert {"posterior", "sample_stats", "observed_data"} <= set(tree.children)
+    p = tree["posterior"]
+    assert p["w"].dims == ("chain", "draw", "kernel")
+    assert p["a"].dims == ("chain", "draw", "classifier", "obs")
+    assert p["b"].dims == ("chain", "draw", "classifier")
+    assert p["lam"].dims == ("chain", "draw", "classifier", "obs")
+    assert p["w"].coords["kernel"].values.tolist() == names
+    assert p["a"].coords["classifier"].values.tolist() == ["x", "y", "z"]
+    np.testing.assert_array_equal(p["a"].values, post["a"])
+    s = tree["sample_stats"]
+    assert set(s.data_vars) == {"acceptance_rate", "diverging", "lp", "step_size"}
+    np.testing.assert_array_equal(s["lp"].values, -stats["potential_energy"])
+    assert tree["observed_data"]["y"].dims == ("obs",)
+
+
+def test_summary_has_ess_and_rhat():
+    post, stats = synthetic()
+    tree = build_datatree(post, stats, kernel_names=list("abcd"), classes=[0, 1, 2])
+    summ = az.summary(tree, var_names=["w"])
+    assert len(summ) == 4
+    for col in ("ess_bulk", "ess_tail", "r_hat"):
+        assert np.isfinite(summ[col].astype(float)).all()
+    assert summ.index[0] == "w[a]"
+
+
+def test_single_binary_classifier_label():
+    assert classifier_labels(np.array([3, 7]), 1) == ["7"]
+    assert classifier_labels(np.array(["u", "v"]), 2) == ["u", "v"]
+
+
+def test_add_predictions():
+    post, stats = synthetic()
+    tree = build_datatree(post, stats, kernel_names=list("abcd"), classes=[0, 1, 2])
+    proba = np.random.default_rng(0).dirichlet(np.ones(3), size=(2, 30, 5))
+    out = add_predictions(tree, proba, [0, 1, 2])
+    assert "predictions" not in tree.children  # the input is not modified
+    pred = out["predictions"]["proba"]
+    assert pred.dims == ("chain", "draw", "obs", "class")
+    assert pred.shape == (2, 30, 5, 3)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    Xtr, ytr, Xte, _ = small_data()
+    return BM3KLClassifier(random_state=0, **SMALL).fit(Xtr, ytr), Xte
+
+
+def test_estimator_datatree_and_summary(fitted):
+    clf, Xte = fitted
+    tree = clf.to_datatree()
+    assert tree["posterior"]["w"].coords["kernel"].values.tolist() == clf.kernel_names_
+    assert tree["posterior"]["a"].shape == (2, 10, 1, 100)
+    assert tree["posterior"]["a"].coords["classifier"].values.tolist() == ["1"]
+    np.testing.assert_array_equal(tree["observed_data"]["y"].values, clf.y_train_)
+    summ = az.summary(tree, var_names=["w"])
+    assert len(summ) == 16
+    assert np.isfinite(summ["r_hat"].astype(float)).all()  # 2 chains: R-hat is defined
+    assert np.isfinite(summ["ess_bulk"].astype(float)).all()
+
+    pt = clf.predict_datatree(Xte)
+    proba = pt["predictions"]["proba"]
+    assert proba.dims == ("chain", "draw", "obs", "class") and proba.shape == (2, 10, 40, 2)
+    np.testing.assert_allclose(
+        proba.mean(("chain", "draw")).values, clf.predict_proba(Xte), atol=1e-14
+    )

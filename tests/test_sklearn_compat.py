@@ -1,0 +1,89 @@
+"""scikit-learn API compliance of ``BM3KLClassifier``.
+
+``parametrize_with_checks`` runs scikit-learn's estimator checks with fast settings (5 warm-up
+sweeps, 3 draws, the 16-kernel pool, the literal "paper" move, which compiles faster than
+"stable" since it has no Gamma scale refresh). JAX compiles the sampler once per training-set
+shape and configuration (~10-30 s each on 2 cores), and the checks use about a dozen shapes,
+so this file is dominated by compilation; the persistent compilation cache makes reruns fast.
+
+Expected failures (``EXPECTED_FAILED``):
+
+``check_classifiers_train``
+    It requires ``argmax decision_function == predict``. ``predict`` is, by design (spec A4a),
+    the argmax of ``predict_proba``, the posterior mean of the per-draw normalised
+    pseudo-likelihood, whereas ``decision_function`` is the posterior mean of the decision
+    values (A4c). Both rules agree draw by draw (ψ is increasing) but their averages can
+    disagree for points near a boundary (one point in 300 on the check's blobs). Everything
+    else in the check passes; it is marked non-strict because it passes when no point falls
+    between the rules.
+``check_decision_proba_consistency``
+    Same reason: the ranking of ``decision_function`` need not equal the ranking of
+    ``predict_proba[:, 1]`` (a mean of sigmoids is not a function of the mean argument).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from bayesmkl import BM3KLClassifier
+from bayesmkl.estimator import enable_compilation_cache
+
+enable_compilation_cache(Path(tempfile.gettempdir()) / "bayesmkl-test-jax-cache")
+
+FAST = dict(
+    num_warmup=5,
+    num_samples=3,
+    progress_bar=False,
+    kernels="bsvm16",
+    sampler="paper",
+    random_state=0,
+)
+
+_MEAN_RULES = (
+    "predict (argmax of the mean per-draw probability, spec A4a) and decision_function (mean "
+    "decision value, A4c) agree per draw but not always on average"
+)
+EXPECTED_FAILED = {
+    "check_classifiers_train": _MEAN_RULES,
+    "check_decision_proba_consistency": _MEAN_RULES,
+}
+
+
+def _expected_failed(estimator):
+    return EXPECTED_FAILED
+
+
+@parametrize_with_checks(
+    [BM3KLClassifier(**FAST)], expected_failed_checks=_expected_failed, xfail_strict=False
+)
+@pytest.mark.slow
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+@pytest.fixture(scope="module")
+def xy():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 4))
+    y = (X[:, 0] + 0.5 * X[:, 1] ** 2 > 0.5).astype(int)
+    return X, y
+
+
+def test_grid_search_pipeline_cross_val(xy):
+    X, y = xy
+    cv = StratifiedKFold(2, shuffle=True, random_state=0)
+    pipe = make_pipeline(StandardScaler(), BM3KLClassifier(**FAST))
+    scores = cross_val_score(pipe, X, y, cv=cv)
+    assert scores.shape == (2,) and np.all((scores >= 0) & (scores <= 1))
+    grid = GridSearchCV(BM3KLClassifier(**FAST), {"beta_a": [0.1, 1.0]}, cv=cv, refit=False)
+    grid.fit(X, y)
+    assert grid.best_params_["beta_a"] in (0.1, 1.0)
+    assert np.all(np.isfinite(grid.cv_results_["mean_test_score"]))
