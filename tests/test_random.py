@@ -25,7 +25,7 @@ import scipy.stats as st
 from scipy import integrate
 
 import bayesmkl  # noqa: F401  (enables x64)
-from bayesmkl.random import gig, inverse_gaussian
+from bayesmkl.random import gamma, gig, inverse_gaussian
 
 N = 20_000
 KS_ALPHA = 1e-3  # per-test level; see the module docstring for the family-wise rate
@@ -325,3 +325,30 @@ def test_invalid_parameters_give_nan(dtype):
     assert np.all(np.isnan(_gig_draws(dtype)[:, j:]))
     j = len(IG_ALL) - len(IG_INVALID)
     assert np.all(np.isnan(_ig_draws(dtype)[:, j:]))
+
+
+# --------------------------------------------------------------------------------------------
+# Gamma (Marsaglia–Tsang), used by the sampler's ς step and the scale refresh of e
+# --------------------------------------------------------------------------------------------
+GAMMA_SHAPES = (0.3, 1.0, 1.1, 16.0, 793.0)
+
+
+@functools.cache
+def _gamma_draws(dtype):
+    # one call over the whole grid: the shapes are one column each
+    return np.asarray(gamma(jax.random.key(11), jnp.asarray(GAMMA_SHAPES), (N,), dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("k", GAMMA_SHAPES)
+def test_gamma_ks(k, dtype):
+    x = _column(_gamma_draws(dtype), GAMMA_SHAPES.index(k), dtype)
+    assert st.kstest(x, st.gamma(k).cdf).pvalue > KS_ALPHA
+
+
+def test_gamma_mean_and_invalid_shape():
+    x = np.asarray(gamma(jax.random.key(3), 2.5, (N,)))
+    # Gamma(2.5, 1): mean 2.5, sd √2.5; 4 standard errors
+    assert abs(x.mean() - 2.5) < 4 * np.sqrt(2.5 / N)
+    assert np.isnan(np.asarray(gamma(jax.random.key(0), -1.0)))
+    assert gamma(jax.random.key(0), jnp.ones((2, 3)), (4,)).shape == (4, 2, 3)

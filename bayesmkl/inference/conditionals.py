@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from bayesmkl.likelihood import margin_slack, s_of
-from bayesmkl.random import gig, inverse_gaussian
+from bayesmkl.random import gamma, gig, inverse_gaussian
 
 ZETA_FLOOR = 1e-10  # |ζ| floor of spec §3.1 (A14): ζ = 0 gives λ ~ Gamma(1/2, s²/2) in the limit
 A_FLOOR = 1e-300  # |a| floor for ν's IG mean (a → 0 gives ν ~ Gamma(1/2, ς))
@@ -145,7 +145,7 @@ def varsigma_params(nu, alpha_a, beta_a, kappa):
 def sample_varsigma(key, nu, alpha_a, beta_a, kappa):
     """Draw ς ``(C, N)`` ~ Gamma(α_a + β_a, rate ν + κ)."""
     shape, rate = varsigma_params(nu, alpha_a, beta_a, kappa)
-    return jax.random.gamma(key, shape) / rate
+    return gamma(key, shape) / rate
 
 
 # --------------------------------------------------------------------------------------------
@@ -198,4 +198,4 @@ def sample_scale(key, e, eta):
     """Exact scale refresh (§2.1, §4.3): e ← (e/Σe)·S', S' ~ Gamma(Σ_m η_m, 1); w is unchanged."""
     P = e.shape[0]
     total = jnp.sum(jnp.broadcast_to(eta, (P,)))
-    return e / jnp.sum(e) * jax.random.gamma(key, total)
+    return e / jnp.sum(e) * gamma(key, total)
