@@ -8,8 +8,6 @@ classifier, 40 + 10 sweeps); the persistent compilation cache turns the later fi
 from __future__ import annotations
 
 import copy
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,9 +16,7 @@ from sklearn.model_selection import train_test_split
 
 from bayesmkl import BM3KLClassifier
 from bayesmkl.datasets import load_demo
-from bayesmkl.estimator import enable_compilation_cache, make_rng_key
-
-enable_compilation_cache(Path(tempfile.gettempdir()) / "bayesmkl-test-jax-cache")
+from bayesmkl.estimator import make_rng_key
 
 #: The shared small configuration (same compiled program in every test module).
 SMALL = dict(num_warmup=40, num_samples=10, num_chains=2, progress_bar=False)

@@ -8,18 +8,12 @@
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import numpy as np
 import pytest
 from sklearn.datasets import load_wine
 from sklearn.model_selection import train_test_split
 
 from bayesmkl import BM3KLClassifier, KernelPool
-from bayesmkl.estimator import enable_compilation_cache
-
-enable_compilation_cache(Path(tempfile.gettempdir()) / "bayesmkl-test-jax-cache")
 
 WINE = dict(kernels="simplemkl", num_warmup=60, num_samples=10, random_state=0, progress_bar=False)
 

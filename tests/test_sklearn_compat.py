@@ -23,9 +23,6 @@ Expected failures (``EXPECTED_FAILED``):
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import numpy as np
 import pytest
 from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_val_score
@@ -34,9 +31,6 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from bayesmkl import BM3KLClassifier
-from bayesmkl.estimator import enable_compilation_cache
-
-enable_compilation_cache(Path(tempfile.gettempdir()) / "bayesmkl-test-jax-cache")
 
 FAST = dict(
     num_warmup=5,
