@@ -4,3 +4,11 @@ from bayesmkl.inference.kernel import BM3KL, BM3KLConfig, BM3KLState, init_state
 from bayesmkl.inference.moves import MOVES
 
 __all__ = ["BM3KL", "BM3KLConfig", "BM3KLState", "MOVES", "init_state", "sweep"]
+from bayesmkl.inference.reference import (  # noqa: E402
+    make_gibbs_fn,
+    marginal_model,
+    reference_kernel,
+    run_marginal_nuts,
+)
+
+__all__ += ["make_gibbs_fn", "marginal_model", "reference_kernel", "run_marginal_nuts"]

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from numpyro.infer.mcmc import MCMCKernel
+from numpyro.util import is_prng_key
 
 from bayesmkl.inference import conditionals as cond
 from bayesmkl.inference.moves import (
@@ -296,8 +297,15 @@ class BM3KL(MCMCKernel):
                 f"eta has {len(self.config.hyper.eta)} entries but there are {K.shape[0]} kernels"
             )
         self._num_warmup = int(num_warmup)
-        self._sample_fn = jax.jit(partial(sweep, config=self.config, num_warmup=self._num_warmup))
-        return init_state(rng_key, K, delta, self.config, init_params)
+        one_sweep = partial(sweep, config=self.config, num_warmup=self._num_warmup)
+        if is_prng_key(rng_key):
+            self._sample_fn = jax.jit(one_sweep)
+            return init_state(rng_key, K, delta, self.config, init_params)
+        # chain_method="vectorized": one key per chain (and init_params with a chain axis)
+        self._sample_fn = jax.jit(jax.vmap(one_sweep, in_axes=(0, None, None)))
+        return jax.vmap(lambda k, p: init_state(k, K, delta, self.config, p))(
+            rng_key, init_params
+        )
 
     def sample(self, state, model_args, model_kwargs):
         K, delta = _unpack_args(model_args, model_kwargs)
