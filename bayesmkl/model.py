@@ -129,6 +129,8 @@ def log_joint(z, f, delta, hyper: Hyper):
     values ``z`` (keys ``e, varsigma, nu, a, b, lam``) with decision values ``f: (C, N)``
     already formed; the sampler reports its negative as ``potential_energy``. Tested against
     NumPyro's ``log_density`` of the model. With γ0 = 0 the flat prior of λ contributes 0.
+    Every hyper-parameter may be a traced JAX value (the sampler carries them in its state so
+    that one compiled sweep serves all their values).
     """
     P = z["e"].shape[0]
     eta = jnp.broadcast_to(jnp.asarray(hyper.eta, dtype=jnp.float64), (P,))
@@ -136,7 +138,9 @@ def log_joint(z, f, delta, hyper: Hyper):
     lp += dist.Gamma(hyper.beta_a, hyper.kappa).log_prob(z["varsigma"]).sum()
     lp += dist.Gamma(hyper.alpha_a, z["varsigma"]).log_prob(z["nu"]).sum()
     lp += dist.Normal(0.0, jnp.sqrt(z["nu"])).log_prob(z["a"]).sum()
-    lp += dist.Normal(0.0, np.sqrt(hyper.bias_prior_var)).log_prob(z["b"]).sum()
-    if hyper.gamma0 > 0:
-        lp += dist.Exponential(hyper.gamma0).log_prob(z["lam"]).sum()
+    lp += dist.Normal(0.0, jnp.sqrt(hyper.bias_prior_var)).log_prob(z["b"]).sum()
+    gamma0 = jnp.asarray(hyper.gamma0, dtype=jnp.float64)
+    positive = gamma0 > 0
+    lam_lp = dist.Exponential(jnp.where(positive, gamma0, 1.0)).log_prob(z["lam"]).sum()
+    lp += jnp.where(positive, lam_lp, 0.0)
     return lp + log_augmented_likelihood(f, delta, z["lam"])

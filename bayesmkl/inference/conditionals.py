@@ -128,9 +128,15 @@ def nu_params(a, varsigma, alpha_a):
     return jnp.full_like(a, alpha_a - 0.5), 2.0 * varsigma, a**2
 
 
-def sample_nu(key, a, varsigma, alpha_a):
-    """Draw ν ``(C, N)``. For α_a = 1 via ν⁻¹ ~ IG(√(2ς)/|a|, 2ς); otherwise by the GIG sampler."""
-    if float(alpha_a) == 1.0:
+def sample_nu(key, a, varsigma, alpha_a, ig_shortcut=None):
+    """Draw ν ``(C, N)``. For α_a = 1 via ν⁻¹ ~ IG(√(2ς)/|a|, 2ς); otherwise by the GIG sampler.
+
+    ``ig_shortcut`` (a Python bool) chooses the route when ``alpha_a`` is a traced value; by
+    default it is ``alpha_a == 1``.
+    """
+    if ig_shortcut is None:
+        ig_shortcut = float(alpha_a) == 1.0
+    if ig_shortcut:
         mean = jnp.sqrt(2.0 * varsigma) / jnp.maximum(jnp.abs(a), A_FLOOR)
         return 1.0 / inverse_gaussian(key, mean, 2.0 * varsigma)
     p, rho, chi = nu_params(a, varsigma, alpha_a)

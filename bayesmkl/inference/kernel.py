@@ -119,6 +119,11 @@ class BM3KLState(NamedTuple):
         −log p(z, data) of the augmented model after the sweep (up to a constant).
     adapt_state : DualAveragingState
         Step-size adaptation state (used by the exact moves during warm-up).
+    hyper : Hyper
+        The numeric hyper-parameters as arrays. They travel in the state rather than as
+        compile-time constants, so one compiled sweep serves every value (a grid search over
+        β_a or γ0 hits the persistent compilation cache); only the route choices α_a = 1 and
+        γ0 > 0 are static.
     rng_key : PRNG key
     """
 
@@ -130,7 +135,14 @@ class BM3KLState(NamedTuple):
     diverging: jax.Array
     potential_energy: jax.Array
     adapt_state: DualAveragingState
+    hyper: Hyper
     rng_key: jax.Array
+
+
+def hyper_arrays(hyper: Hyper, P: int) -> Hyper:
+    """The hyper-parameters as float64 arrays (η broadcast to ``(P,)``)."""
+    f = lambda v: jnp.asarray(v, dtype=jnp.float64)
+    return Hyper(jnp.broadcast_to(f(hyper.eta), (P,)), *(f(v) for v in hyper[1:]))
 
 
 def init_state(rng_key, K, delta, config: BM3KLConfig, init_params=None) -> BM3KLState:
@@ -163,14 +175,15 @@ def init_state(rng_key, K, delta, config: BM3KLConfig, init_params=None) -> BM3K
         diverging=jnp.zeros((), bool),
         potential_energy=zero,
         adapt_state=dual_averaging_init(config.step_size),
+        hyper=hyper_arrays(config.hyper, P),
         rng_key=rng_key,
     )
 
 
 def sweep(state: BM3KLState, K, delta, config: BM3KLConfig, num_warmup: int) -> BM3KLState:
     """One Gibbs sweep (pure). ``K: (P, N, N)``, ``delta: (C, N)``; returns the next state."""
-    h = config.hyper
-    eta = jnp.asarray(h.eta, dtype=jnp.float64)
+    h = state.hyper  # traced values; config.hyper only decides the static routes below
+    eta = h.eta
     z = state.z
     key, k_r, k_e, k_s, k_lam, k_ab, k_nu, k_vs = jax.random.split(state.rng_key, 8)
 
@@ -211,7 +224,7 @@ def sweep(state: BM3KLState, K, delta, config: BM3KLConfig, num_warmup: int) -> 
     # (3) (a, b) | rest
     a, b = cond.sample_ab(k_ab, Kw, delta, lam, z["nu"], h.bias_prior_var)
     # (4) TPBN
-    nu = cond.sample_nu(k_nu, a, z["varsigma"], h.alpha_a)
+    nu = cond.sample_nu(k_nu, a, z["varsigma"], h.alpha_a, config.hyper.alpha_a == 1.0)
     varsigma = cond.sample_varsigma(k_vs, nu, h.alpha_a, h.beta_a, h.kappa)
 
     z_new = {"e": e, "a": a, "b": b, "lam": lam, "nu": nu, "varsigma": varsigma}
@@ -225,6 +238,7 @@ def sweep(state: BM3KLState, K, delta, config: BM3KLConfig, num_warmup: int) -> 
         diverging=res.diverging | ~jnp.isfinite(pe),
         potential_energy=pe,
         adapt_state=adapt_state,
+        hyper=h,
         rng_key=key,
     )
 
