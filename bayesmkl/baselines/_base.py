@@ -18,6 +18,7 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_is_fitted
 
 from bayesmkl.kernels.input import KernelInput
+from bayesmkl.model import signed_targets as _model_signed_targets
 
 
 def validate_labels(y, n_samples: int):
@@ -38,10 +39,11 @@ def validate_labels(y, n_samples: int):
 
 
 def signed_targets(codes: np.ndarray, n_classes: int) -> np.ndarray:
-    """±1 targets ``(C, N)``: one row for a binary problem, one row per class otherwise."""
-    if n_classes == 2:
-        return np.where(codes == 1, 1.0, -1.0)[None, :]
-    return np.where(codes[None, :] == np.arange(n_classes)[:, None], 1.0, -1.0)
+    """±1 targets ``(C, N)``: one row for a binary problem, one row per class otherwise.
+
+    The model's own encoding (:func:`bayesmkl.model.signed_targets`, binary mode "single").
+    """
+    return _model_signed_targets(codes, n_classes, "single")
 
 
 class MKLClassifierBase(ClassifierMixin, BaseEstimator):
