@@ -177,6 +177,15 @@ def _print_diagnostics(clf, top_k: int = 8) -> None:
     summ = az.summary(tree, var_names=["w"], coords={"kernel": names})
     cols = [c for c in ("mean", "sd", "ess_bulk", "ess_tail", "r_hat") if c in summ.columns]
     print(summ[cols].to_string())
+    if "r_hat" in summ.columns and (
+        np.nanmax(summ["r_hat"]) > 1.01 or np.nanmin(summ["ess_bulk"]) < 100
+    ):
+        print(
+            "warning: R-hat above 1.01 or bulk ESS below 100 for these weights. The paper's "
+            "run length\n  (200 sweeps, last 20 kept) is too short for reliable posterior "
+            "summaries of w;\n  rerun with e.g. --num-warmup 1000 --num-samples 1000 before "
+            "interpreting the weights."
+        )
     st = clf.sample_stats_
     print(
         f"divergences: {int(np.sum(st['diverging']))}, mean acceptance: "
