@@ -44,10 +44,11 @@ _CHAIN_METHODS = ("sequential", "parallel", "vectorized")
 def enable_compilation_cache(cache_dir=None, *, min_compile_time_secs: float = 1.0):
     """Switch on JAX's persistent compilation cache (a directory of compiled programs).
 
-    One BM3KL sweep takes seconds to compile, once per data shape and configuration (the
-    hyper-parameters and run length are compile-time constants). With the cache, later fits
-    of the same shape and configuration, in this process or another, load the compiled
-    program instead. Call it before fitting.
+    One BM3KL sweep takes seconds to compile, once per data shape and sampler configuration
+    (move, step size, L, run length). The model hyper-parameters (η, α_a, β_a, κ, τ, γ0) travel
+    in the sampler state, so they do not change the program: with the cache, later fits of the
+    same shape and configuration — a grid search over ``beta_a`` or ``gamma0`` included — load
+    the compiled program instead, in this process or another. Call it before fitting.
 
     Parameters
     ----------
