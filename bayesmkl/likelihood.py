@@ -32,6 +32,16 @@ def margin_slack(f, delta):
     return 1.0 - delta * f
 
 
+def pseudo_observations(delta, lam):
+    """Pseudo-targets and noise variances ``(T, V)`` of the augmented likelihood, ``(C, N)`` each.
+
+    With T = δ ⊙ (1 + λ) and V = λ, (λ + ζ)²/λ = (T − f)²/V because δ² = 1: given λ the
+    augmented pseudo-likelihood is a Gaussian regression of T on f with noise variances V
+    (spec §3.2). Every Gaussian step (the (a, b) draw, the w-moves) is written in (T, V).
+    """
+    return delta * (1.0 + lam), lam
+
+
 def log_pseudo_likelihood(f, delta, gamma0):
     """Marginal log pseudo-likelihood summed over all (c, i): log L (γ0 = 0) or log L' (γ0 > 0).
 

@@ -3,11 +3,14 @@
 One sweep, in the paper's order (spec §5):
 
 1. Φ = A·K_m for all m (one GEMM over the stored kernels);
-2. the kernel-weight move on e (``"paper" | "stable" | "exact" | "rmala"``), then, except for the
-   literal ``"paper"`` move, the exact scale refresh e ← w·Gamma(Ση, 1);
-3. K_w = Σ w_m K_m (one GEMV), f = A K_w + b, λ | rest;
-4. (a, b) | rest by Matheron's rule, batched over classes;
-5. ν | a, ς and ς | ν.
+2. the kernel-weight move on e, as its :class:`~bayesmkl.inference.moves.MoveSpec` says: exact
+   pairwise Gibbs updates of w | a, b, λ, then a step-size move (on the conditional of e, or on
+   the collapsed target w | λ, ν), then, except for the literal ``"paper"`` move, the exact
+   scale refresh e ← w·Gamma(Ση, 1);
+3. K_w = Σ w_m K_m (one GEMV), then λ | rest and (a, b) | rest (Matheron's rule, batched over
+   classes) — in the order (a, b) → λ after a collapsed move, since that move integrated (a, b)
+   out and they must be drawn given the new w before anything else conditions on them;
+4. ν | a, ς and ς | ν.
 
 The whole sweep is one jitted function of ``(state, K, delta)``; it is compiled once per data
 shape and configuration. The kernels ``K: (P, N, N)`` and targets ``delta: (C, N)`` are the
@@ -26,16 +29,17 @@ import numpy as np
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
+from bayesmkl.inference import collapsed as coll
 from bayesmkl.inference import conditionals as cond
+from bayesmkl.inference import simplex
 from bayesmkl.inference.moves import (
-    EXACT_MOVES,
-    MOVE_FUNCTIONS,
+    MOVE_SPECS,
     MOVES,
-    TARGET_ACCEPT,
     DualAveragingState,
     dual_averaging_init,
     dual_averaging_update,
 )
+from bayesmkl.likelihood import pseudo_observations
 from bayesmkl.model import Hyper, bm3kl_model, combine_kernels, decision_values, log_joint
 
 SITES = ("e", "a", "b", "lam", "nu", "varsigma")
@@ -63,11 +67,17 @@ class BM3KLConfig(NamedTuple):
     flip_momentum : bool
         Flip r's sign on reflection (spec A7; the paper does not).
     scale_refresh : bool or None
-        Exact scale refresh after the move; ``None`` means "on unless the move is 'paper'".
+        Exact scale refresh after the move; ``None`` means the move's default (on unless the
+        move is 'paper').
+    pairs_per_kernel : float
+        Pairwise Gibbs updates per sweep, as a multiple of P (moves "gibbs" and "collapsed").
+    n_active : int
+        Sample weights per class integrated out by the collapsed move (the largest ν); capped
+        at N and by memory (:func:`bayesmkl.inference.collapsed.n_active_for`).
     """
 
     hyper: Hyper = Hyper()
-    move: str = "stable"
+    move: str = "collapsed"
     step_size: float = 0.01
     n_leapfrog: int = 10
     step_schedule: str = "constant"
@@ -75,6 +85,8 @@ class BM3KLConfig(NamedTuple):
     refresh_momentum: bool = True
     flip_momentum: bool = False
     scale_refresh: bool | None = None
+    pairs_per_kernel: float = 4.0
+    n_active: int = 64
 
     def validate(self) -> BM3KLConfig:
         if self.move not in MOVES:
@@ -90,11 +102,32 @@ class BM3KLConfig(NamedTuple):
             raise ValueError("eta, alpha_a, beta_a and kappa must be positive")
         if h.bias_prior_var <= 0 or h.gamma0 < 0:
             raise ValueError("bias_prior_var must be positive and gamma0 non-negative")
+        if not self.pairs_per_kernel > 0:
+            raise ValueError(f"pairs_per_kernel must be positive; got {self.pairs_per_kernel}")
+        if int(self.n_active) < 1:
+            raise ValueError(f"n_active must be at least 1; got {self.n_active}")
         return self
 
     @property
+    def spec(self):
+        """The :class:`~bayesmkl.inference.moves.MoveSpec` of ``move``."""
+        return MOVE_SPECS[self.move]
+
+    @property
     def uses_scale_refresh(self) -> bool:
-        return self.move != "paper" if self.scale_refresh is None else bool(self.scale_refresh)
+        if self.scale_refresh is None:
+            return self.spec.scale_refresh
+        return bool(self.scale_refresh)
+
+    @property
+    def adapts(self) -> bool:
+        """Whether the step size is tuned by dual averaging during warm-up."""
+        return self.adapt_step_size and self.spec.target_accept is not None
+
+    @property
+    def eta_is_one(self) -> bool:
+        """Static route of the pairwise updates: truncated normals (η ≡ 1) or slice sampling."""
+        return bool(np.all(np.asarray(self.hyper.eta) == 1.0))
 
 
 class BM3KLState(NamedTuple):
@@ -183,19 +216,25 @@ def init_state(rng_key, K, delta, config: BM3KLConfig, init_params=None) -> BM3K
 def sweep(state: BM3KLState, K, delta, config: BM3KLConfig, num_warmup: int) -> BM3KLState:
     """One Gibbs sweep (pure). ``K: (P, N, N)``, ``delta: (C, N)``; returns the next state."""
     h = state.hyper  # traced values; config.hyper only decides the static routes below
+    spec = config.spec
     eta = h.eta
     z = state.z
-    key, k_r, k_e, k_s, k_lam, k_ab, k_nu, k_vs = jax.random.split(state.rng_key, 8)
+    P, C, N = K.shape[0], delta.shape[0], delta.shape[1]
+    key, k_r, k_g, k_e, k_s, k_lam, k_ab, k_nu, k_vs = jax.random.split(state.rng_key, 9)
 
     # (1) kernel weights
     Phi = cond.per_kernel_decisions(K, z["a"])
-
-    def pg(e):
-        return cond.e_potential_and_grad(e, Phi, z["b"], delta, z["lam"], eta)
+    T, V = pseudo_observations(delta, z["lam"])
+    e = z["e"]
+    if spec.pairwise:
+        n_pairs = max(1, int(np.ceil(config.pairs_per_kernel * P)))
+        e = simplex.sample_w_exact(
+            k_g, e, Phi, z["b"], T, V, eta, n_pairs, eta_is_one=config.eta_is_one
+        )
 
     t = (state.i + 1).astype(jnp.float64)
     warm = state.i < num_warmup
-    if config.move in EXACT_MOVES and config.adapt_step_size:
+    if config.adapts:
         step_size = jnp.exp(
             jnp.where(warm, state.adapt_state.log_step, state.adapt_state.log_step_avg)
         )
@@ -204,25 +243,38 @@ def sweep(state: BM3KLState, K, delta, config: BM3KLConfig, num_warmup: int) -> 
     else:
         step_size = jnp.asarray(config.step_size, dtype=jnp.float64)
     r = jax.random.normal(k_r, state.r.shape) if config.refresh_momentum else state.r
-    move = MOVE_FUNCTIONS[config.move]
-    res = move(
-        k_e, z["e"], r, step_size, pg,
-        n_leapfrog=config.n_leapfrog, flip_momentum=config.flip_momentum,
-    )  # fmt: skip
-    e = res.e
+    accept_prob, diverging, r_new = jnp.ones(()), jnp.zeros((), bool), r
+    collapsed = spec.collapsed and coll.n_active_for(P, C, N, config.n_active) > 0
+    if spec.step is not None:
+        if collapsed:
+            s_act = coll.n_active_for(P, C, N, config.n_active)
+            data = coll.collapsed_setup(K, z["a"], z["nu"], Phi, s_act)
+            pg = coll.collapsed_potential_and_grad(data, T, V, h.bias_prior_var, eta)
+        else:
+
+            def pg(e):
+                return cond.e_potential_and_grad(e, Phi, z["b"], delta, z["lam"], eta)
+
+        res = spec.step(
+            k_e, e, r, step_size, pg,
+            n_leapfrog=config.n_leapfrog, flip_momentum=config.flip_momentum,
+        )  # fmt: skip
+        e, accept_prob, diverging, r_new = res.e, res.accept_prob, res.diverging, res.r
     if config.uses_scale_refresh:
         e = cond.sample_scale(k_s, e, eta)
     adapt_state = state.adapt_state
-    if config.move in EXACT_MOVES and config.adapt_step_size:
-        new_adapt = dual_averaging_update(adapt_state, res.accept_prob, TARGET_ACCEPT[config.move])
+    if config.adapts:
+        new_adapt = dual_averaging_update(adapt_state, accept_prob, spec.target_accept)
         adapt_state = jax.tree.map(lambda n, o: jnp.where(warm, n, o), new_adapt, adapt_state)
 
-    # (2) λ | rest
     w = e / jnp.sum(e)
     Kw = combine_kernels(K, w)
-    lam = cond.sample_lam(k_lam, decision_values(Kw, z["a"], z["b"]), delta, h.gamma0)
-    # (3) (a, b) | rest
-    a, b = cond.sample_ab(k_ab, Kw, delta, lam, z["nu"], h.bias_prior_var)
+    if collapsed:  # (a, b) were integrated out: draw them given the new w first
+        a, b = cond.sample_ab(k_ab, Kw, delta, z["lam"], z["nu"], h.bias_prior_var)
+        lam = cond.sample_lam(k_lam, decision_values(Kw, a, b), delta, h.gamma0)
+    else:  # the paper's order: λ | w, a, b, then (a, b) | w, λ, ν
+        lam = cond.sample_lam(k_lam, decision_values(Kw, z["a"], z["b"]), delta, h.gamma0)
+        a, b = cond.sample_ab(k_ab, Kw, delta, lam, z["nu"], h.bias_prior_var)
     # (4) TPBN
     nu = cond.sample_nu(k_nu, a, z["varsigma"], h.alpha_a, config.hyper.alpha_a == 1.0)
     varsigma = cond.sample_varsigma(k_vs, nu, h.alpha_a, h.beta_a, h.kappa)
@@ -232,10 +284,10 @@ def sweep(state: BM3KLState, K, delta, config: BM3KLConfig, num_warmup: int) -> 
     return BM3KLState(
         i=state.i + 1,
         z=z_new,
-        r=res.r,
+        r=r_new,
         step_size=step_size,
-        accept_prob=res.accept_prob,
-        diverging=res.diverging | ~jnp.isfinite(pe),
+        accept_prob=accept_prob,
+        diverging=diverging | ~jnp.isfinite(pe),
         potential_energy=pe,
         adapt_state=adapt_state,
         hyper=h,
@@ -250,10 +302,10 @@ class BM3KL(MCMCKernel):
     ----------
     eta, alpha_a, beta_a, kappa, bias_prior_var, gamma0 : float
         Model hyper-parameters (see :class:`bayesmkl.model.Hyper`); ``eta`` may be a vector (P,).
-    move : {"stable", "paper", "exact", "rmala"}
-        Kernel-weight move (:mod:`bayesmkl.inference.moves`).
+    move : {"collapsed", "gibbs", "exact", "rmala", "paper", "stable"}
+        Kernel-weight move (:mod:`bayesmkl.inference.moves`); "collapsed" is the default.
     step_size, n_leapfrog, step_schedule, adapt_step_size, refresh_momentum, flip_momentum,
-    scale_refresh
+    scale_refresh, pairs_per_kernel, n_active
         See :class:`BM3KLConfig`.
 
     Examples
@@ -276,7 +328,7 @@ class BM3KL(MCMCKernel):
         bias_prior_var=1e-4,
         gamma0=100.0,
         *,
-        move="stable",
+        move="collapsed",
         step_size=0.01,
         n_leapfrog=10,
         step_schedule="constant",
@@ -284,6 +336,8 @@ class BM3KL(MCMCKernel):
         refresh_momentum=True,
         flip_momentum=False,
         scale_refresh=None,
+        pairs_per_kernel=4.0,
+        n_active=64,
     ):
         eta = tuple(np.asarray(eta, dtype=float).ravel()) if np.ndim(eta) else float(eta)
         hyper = Hyper(eta, float(alpha_a), float(beta_a), float(kappa), float(bias_prior_var),
@@ -291,6 +345,7 @@ class BM3KL(MCMCKernel):
         self.config = BM3KLConfig(
             hyper, move, float(step_size), int(n_leapfrog), step_schedule,
             bool(adapt_step_size), bool(refresh_momentum), bool(flip_momentum), scale_refresh,
+            float(pairs_per_kernel), int(n_active),
         ).validate()  # fmt: skip
         self._num_warmup = 0
         self._sample_fn = None
@@ -332,7 +387,7 @@ class BM3KL(MCMCKernel):
         return add_w
 
     def get_diagnostics_str(self, state):
-        if self.config.move in EXACT_MOVES:
+        if self.config.adapts:
             return f"step {float(state.step_size):.2e}, acc {float(state.accept_prob):.2f}"
         return f"S={float(jnp.sum(state.z['e'])):.3g}, -lp {float(state.potential_energy):.4g}"
 
