@@ -36,8 +36,12 @@ from bayesmkl.inference.moves import (
     MOVE_SPECS,
     MOVES,
     DualAveragingState,
+    WelfordState,
     dual_averaging_init,
     dual_averaging_update,
+    mass_sqrt_from,
+    welford_init,
+    welford_update,
 )
 from bayesmkl.likelihood import pseudo_observations
 from bayesmkl.model import Hyper, bm3kl_model, combine_kernels, decision_values, log_joint
@@ -74,6 +78,9 @@ class BM3KLConfig(NamedTuple):
     n_active : int
         Sample weights per class integrated out by the collapsed move (the largest ν); capped
         at N and by memory (:func:`bayesmkl.inference.collapsed.n_active_for`).
+    dense_mass : bool
+        Learn a dense inverse mass matrix for the HMC moves during warm-up (the covariance of
+        u = 2√e over the middle half of warm-up; :func:`mass_window`).
     """
 
     hyper: Hyper = Hyper()
@@ -87,6 +94,7 @@ class BM3KLConfig(NamedTuple):
     scale_refresh: bool | None = None
     pairs_per_kernel: float = 4.0
     n_active: int = 64
+    dense_mass: bool = True
 
     def validate(self) -> BM3KLConfig:
         if self.move not in MOVES:
@@ -125,6 +133,11 @@ class BM3KLConfig(NamedTuple):
         return self.adapt_step_size and self.spec.target_accept is not None
 
     @property
+    def adapts_mass(self) -> bool:
+        """Whether a dense inverse mass matrix is learnt during warm-up."""
+        return self.adapts and self.dense_mass and self.spec.dense_mass
+
+    @property
     def eta_is_one(self) -> bool:
         """Static route of the pairwise updates: truncated normals (η ≡ 1) or slice sampling."""
         return bool(np.all(np.asarray(self.hyper.eta) == 1.0))
@@ -152,6 +165,10 @@ class BM3KLState(NamedTuple):
         −log p(z, data) of the augmented model after the sweep (up to a constant).
     adapt_state : DualAveragingState
         Step-size adaptation state (used by the exact moves during warm-up).
+    mass_sqrt : array (P, P)
+        Factor L of the HMC moves' inverse mass matrix L Lᵀ (identity until learnt).
+    welford : WelfordState
+        Running covariance of u = 2√e over the mass-adaptation window.
     hyper : Hyper
         The numeric hyper-parameters as arrays. They travel in the state rather than as
         compile-time constants, so one compiled sweep serves every value (a grid search over
@@ -168,6 +185,8 @@ class BM3KLState(NamedTuple):
     diverging: jax.Array
     potential_energy: jax.Array
     adapt_state: DualAveragingState
+    mass_sqrt: jax.Array
+    welford: WelfordState
     hyper: Hyper
     rng_key: jax.Array
 
@@ -208,6 +227,8 @@ def init_state(rng_key, K, delta, config: BM3KLConfig, init_params=None) -> BM3K
         diverging=jnp.zeros((), bool),
         potential_energy=zero,
         adapt_state=dual_averaging_init(config.step_size),
+        mass_sqrt=jnp.eye(P),
+        welford=welford_init(P),
         hyper=hyper_arrays(config.hyper, P),
         rng_key=rng_key,
     )
@@ -255,9 +276,10 @@ def sweep(state: BM3KLState, K, delta, config: BM3KLConfig, num_warmup: int) -> 
             def pg(e):
                 return cond.e_potential_and_grad(e, Phi, z["b"], delta, z["lam"], eta)
 
+        extra = {"mass_sqrt": state.mass_sqrt} if config.adapts_mass else {}
         res = spec.step(
             k_e, e, r, step_size, pg,
-            n_leapfrog=config.n_leapfrog, flip_momentum=config.flip_momentum,
+            n_leapfrog=config.n_leapfrog, flip_momentum=config.flip_momentum, **extra,
         )  # fmt: skip
         e, accept_prob, diverging, r_new = res.e, res.accept_prob, res.diverging, res.r
     if config.uses_scale_refresh:
@@ -265,7 +287,16 @@ def sweep(state: BM3KLState, K, delta, config: BM3KLConfig, num_warmup: int) -> 
     adapt_state = state.adapt_state
     if config.adapts:
         new_adapt = dual_averaging_update(adapt_state, accept_prob, spec.target_accept)
-        adapt_state = jax.tree.map(lambda n, o: jnp.where(warm, n, o), new_adapt, adapt_state)
+        adapt_state = _select(warm, new_adapt, adapt_state)
+    mass_sqrt, welford = state.mass_sqrt, state.welford
+    window = mass_window(num_warmup) if config.adapts_mass else None
+    if window is not None:
+        lo, hi = window
+        collect = (state.i >= lo) & (state.i < hi)
+        welford = _select(collect, welford_update(welford, 2.0 * jnp.sqrt(e)), welford)
+        done = state.i == hi - 1  # new metric; restart dual averaging from a step of order 1
+        mass_sqrt = jnp.where(done, mass_sqrt_from(welford), mass_sqrt)
+        adapt_state = _select(done, dual_averaging_init(MASS_RESTART_STEP), adapt_state)
 
     w = e / jnp.sum(e)
     Kw = combine_kernels(K, w)
@@ -290,9 +321,30 @@ def sweep(state: BM3KLState, K, delta, config: BM3KLConfig, num_warmup: int) -> 
         diverging=diverging | ~jnp.isfinite(pe),
         potential_energy=pe,
         adapt_state=adapt_state,
+        mass_sqrt=mass_sqrt,
+        welford=welford,
         hyper=h,
         rng_key=key,
     )
+
+
+#: Step size at which dual averaging restarts once the mass matrix is learnt (x = L⁻¹u has
+#: roughly unit scale, so the step is of order 1).
+MASS_RESTART_STEP = 0.5
+#: Fewest warm-up sweeps in the window for a covariance worth using.
+MIN_MASS_WINDOW = 20
+
+
+def mass_window(num_warmup: int):
+    """Sweeps ``[lo, hi)`` whose u = 2√e estimate the mass matrix: the middle half of warm-up,
+    leaving the last quarter to re-tune the step size; ``None`` if that is under
+    ``MIN_MASS_WINDOW`` sweeps."""
+    lo, hi = num_warmup // 4, (3 * num_warmup) // 4
+    return (lo, hi) if hi - lo >= MIN_MASS_WINDOW else None
+
+
+def _select(pred, new, old):
+    return jax.tree.map(lambda n, o: jnp.where(pred, n, o), new, old)
 
 
 class BM3KL(MCMCKernel):
@@ -305,7 +357,7 @@ class BM3KL(MCMCKernel):
     move : {"collapsed", "gibbs", "exact", "rmala", "paper", "stable"}
         Kernel-weight move (:mod:`bayesmkl.inference.moves`); "collapsed" is the default.
     step_size, n_leapfrog, step_schedule, adapt_step_size, refresh_momentum, flip_momentum,
-    scale_refresh, pairs_per_kernel, n_active
+    scale_refresh, pairs_per_kernel, n_active, dense_mass
         See :class:`BM3KLConfig`.
 
     Examples
@@ -338,6 +390,7 @@ class BM3KL(MCMCKernel):
         scale_refresh=None,
         pairs_per_kernel=4.0,
         n_active=64,
+        dense_mass=True,
     ):
         eta = tuple(np.asarray(eta, dtype=float).ravel()) if np.ndim(eta) else float(eta)
         hyper = Hyper(eta, float(alpha_a), float(beta_a), float(kappa), float(bias_prior_var),
@@ -345,7 +398,7 @@ class BM3KL(MCMCKernel):
         self.config = BM3KLConfig(
             hyper, move, float(step_size), int(n_leapfrog), step_schedule,
             bool(adapt_step_size), bool(refresh_momentum), bool(flip_momentum), scale_refresh,
-            float(pairs_per_kernel), int(n_active),
+            float(pairs_per_kernel), int(n_active), bool(dense_mass),
         ).validate()  # fmt: skip
         self._num_warmup = 0
         self._sample_fn = None
@@ -372,9 +425,7 @@ class BM3KL(MCMCKernel):
             return init_state(rng_key, K, delta, self.config, init_params)
         # chain_method="vectorized": one key per chain (and init_params with a chain axis)
         self._sample_fn = jax.jit(jax.vmap(one_sweep, in_axes=(0, None, None)))
-        return jax.vmap(lambda k, p: init_state(k, K, delta, self.config, p))(
-            rng_key, init_params
-        )
+        return jax.vmap(lambda k, p: init_state(k, K, delta, self.config, p))(rng_key, init_params)
 
     def sample(self, state, model_args, model_kwargs):
         K, delta = _unpack_args(model_args, model_kwargs)
