@@ -26,6 +26,7 @@ from sklearn.utils.validation import (
 )
 
 from bayesmkl import diagnostics
+from bayesmkl._checks import check_draws, check_label_types, check_predictions
 from bayesmkl.baselines._base import validate_labels
 from bayesmkl.inference.kernel import BM3KL
 from bayesmkl.inference.moves import MOVES
@@ -315,6 +316,7 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         else:
             Xk = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
             n = Xk.shape[0]
+        check_label_types(y)
         y = column_or_1d(y, warn=True)
         check_classification_targets(y)
         classes, codes = validate_labels(y, n)
@@ -376,6 +378,7 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         self.n_iter_ = int(self.num_warmup) + int(self.num_samples)
         self.random_seed_ = seed
         self.y_train_ = np.asarray(y)
+        check_draws(self.posterior_, self.sample_stats_, num_warmup=int(self.num_warmup))
         return self
 
     # ------------------------------------------------------------------------------------
@@ -416,11 +419,13 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         """
         Kt = self._test_kernels(X)
         w, a, b = self._flat_draws()
-        return np.asarray(draw_decision_values(w, a, b, Kt))
+        F = draw_decision_values(w, a, b, Kt)
+        return check_predictions(F, "decision values", posterior=self.posterior_)
 
     def proba_draws(self, X) -> np.ndarray:
         """Per-draw predictive probabilities ``(S, M, K)`` (each row sums to 1)."""
-        return np.asarray(draw_probabilities(self.decision_draws(X), float(self.gamma0)))
+        P = draw_probabilities(self.decision_draws(X), float(self.gamma0))
+        return check_predictions(P, "probabilities")
 
     def predict_proba(self, X) -> np.ndarray:
         """Posterior predictive class probabilities (spec §6, P1).

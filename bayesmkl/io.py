@@ -14,11 +14,22 @@ Layout (written with the ``h5netcdf`` engine; readable by ``arviz``/``xarray.ope
 
 Draws and pool arrays are float64 and round-trip bitwise, so predictions after :func:`load`
 equal those before :func:`save`. No pickle is used: a file cannot run code when loaded.
+
+Integrity (format 2): after writing, the SHA-256 of the stored bytes of every HDF5 dataset
+(every array and coordinate of every group) and of the two JSON attributes is recorded in the
+root attribute ``bayesmkl_sha256``; :func:`load` recomputes them before decoding anything and
+raises a ``ValueError`` naming the file and the arrays when one differs, so a flipped byte in
+the draws or the pool can never change predictions silently. :func:`save` refuses draws that
+are not finite, and :func:`load` refuses them too (files written before the checks existed).
+The file is written to a temporary name and renamed, so a failed save leaves no partial file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +40,9 @@ from bayesmkl.kernels.pool import KernelPool, KernelSpec
 
 __all__ = ["FORMAT_VERSION", "load", "pool_from_state", "pool_to_state", "save"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+CHECKSUM_ATTR = "bayesmkl_sha256"
+_JSON_ATTRS = ("bayesmkl_params", "bayesmkl_state")
 _POOL_ARRAYS = {
     "X_fit_": ("X_fit", ("train_obs", "feature")),
     "mean_": ("mean", ("feature",)),
@@ -173,6 +186,7 @@ def save(clf, path) -> Path:
 
     check_is_fitted(clf, "posterior_")
     path = Path(path)
+    _refuse_nonfinite(clf.posterior_, f"refusing to save {path}")
     tree = clf.to_datatree()
     kin = clf.kernel_input_
     state = {
@@ -201,7 +215,14 @@ def save(clf, path) -> Path:
         "bayesmkl_params": json.dumps(_params_to_json(clf.get_params(deep=False))),
         "bayesmkl_state": json.dumps(state),
     })  # fmt: skip
-    tree.to_netcdf(path, engine="h5netcdf")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tree.to_netcdf(tmp, engine="h5netcdf")
+        _write_checksums(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
     return path
 
 
@@ -222,20 +243,31 @@ def load(path):
     FileNotFoundError
         If ``path`` does not exist.
     ValueError
-        If the file is not a saved bayesmkl classifier.
+        If the file is not a saved bayesmkl classifier, is damaged (a checksum differs, a
+        group or attribute is malformed) or holds non-finite draws; the message names the file.
     """
-    from bayesmkl.estimator import BM3KLClassifier
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such model file: {path}")
+    _verify_checksums(path)
     try:
         with xr.open_datatree(path, engine="h5netcdf") as opened:
             tree = opened.load()
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path} is not a readable netCDF file: {exc}") from exc
+    except Exception as exc:  # a damaged file can fail in h5py, xarray or the decoders
+        raise ValueError(f"{path} is not a readable netCDF file: {_one_line(exc)}") from exc
     if "bayesmkl_state" not in tree.attrs:
         raise ValueError(f"{path} is a netCDF file but not a saved bayesmkl classifier")
+    try:
+        clf = _from_tree(tree)
+    except Exception as exc:  # missing groups, malformed JSON, wrong shapes
+        raise ValueError(f"{path} is a damaged bayesmkl model file: {_one_line(exc)}") from exc
+    _refuse_nonfinite(clf.posterior_, f"{path} cannot be used")
+    return clf
+
+
+def _from_tree(tree):
+    from bayesmkl.estimator import BM3KLClassifier
+
     params = _params_from_json(json.loads(tree.attrs["bayesmkl_params"]))
     state = json.loads(tree.attrs["bayesmkl_state"])
 
@@ -269,6 +301,102 @@ def load(path):
     clf.n_iter_ = int(state["n_iter"])
     clf.random_seed_ = int(state["random_seed"])
     return clf
+
+
+# ----------------------------------------------------------------------------------------
+# integrity
+# ----------------------------------------------------------------------------------------
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def _refuse_nonfinite(posterior: dict, what: str) -> None:
+    from bayesmkl._checks import nonfinite_draws
+
+    report = nonfinite_draws(posterior)
+    if not report.ok:
+        raise ValueError(f"{what}: the model has {report.describe()}")
+
+
+def _digest_dataset(ds) -> str:
+    """SHA-256 of an HDF5 dataset's dtype, shape and stored values (no decoding)."""
+    h = hashlib.sha256(f"{ds.dtype.str}{ds.shape}".encode())
+    data = ds[()]
+    if isinstance(data, np.ndarray) and data.dtype != object:
+        h.update(np.ascontiguousarray(data).tobytes())
+    else:  # variable-length strings: length-prefixed bytes
+        for v in np.ravel(np.asarray(data, dtype=object)):
+            b = v if isinstance(v, bytes) else str(v).encode("utf-8", "surrogatepass")
+            h.update(len(b).to_bytes(8, "little") + b)
+    return h.hexdigest()
+
+
+def _digests(f) -> dict:
+    import h5py
+
+    out = {}
+
+    def visit(name, obj):
+        if isinstance(obj, h5py.Dataset):
+            out[name] = _digest_dataset(obj)
+
+    f.visititems(visit)
+    for a in _JSON_ATTRS:
+        if a in f.attrs:
+            v = f.attrs[a]
+            b = v if isinstance(v, bytes) else str(v).encode("utf-8", "surrogatepass")
+            out["@" + a] = hashlib.sha256(b).hexdigest()
+    return out
+
+
+def _write_checksums(path: Path) -> None:
+    import h5py
+
+    with h5py.File(path, "r+") as f:
+        f.attrs[CHECKSUM_ATTR] = json.dumps(_digests(f), sort_keys=True)
+
+
+def _verify_checksums(path: Path) -> None:
+    """Raise ``ValueError`` naming ``path`` when a stored checksum differs (see module doc)."""
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as f:
+            if CHECKSUM_ATTR not in f.attrs:
+                if "bayesmkl_state" in f.attrs:
+                    warnings.warn(
+                        f"{path} has no checksums (written by bayesmkl before format 2); its "
+                        "integrity cannot be verified",
+                        UserWarning,
+                        stacklevel=3,
+                    )
+                return
+            try:
+                stored = json.loads(f.attrs[CHECKSUM_ATTR])
+                if not isinstance(stored, dict):
+                    raise TypeError("not a JSON object")
+            except (TypeError, ValueError) as exc:
+                raise _Corrupt(f"its checksum record is damaged ({_one_line(exc)})") from None
+            actual = _digests(f)
+    except _Corrupt as exc:
+        raise ValueError(f"{path} is corrupt: {exc}") from None
+    except Exception as exc:  # not HDF5, or damaged beyond h5py's reading
+        raise ValueError(f"{path} is not a readable netCDF file: {_one_line(exc)}") from exc
+    bad = sorted(k for k in set(stored) | set(actual) if stored.get(k) != actual.get(k))
+    if bad:
+        names = ", ".join(k.lstrip("@") for k in bad[:6]) + (" ..." if len(bad) > 6 else "")
+        raise ValueError(
+            f"{path} is corrupt: the SHA-256 checksum of {len(bad)} stored item(s) ({names}) "
+            "differs from the one recorded when it was saved; the file changed after it was "
+            "written and is not loaded"
+        )
+
+
+class _Corrupt(Exception):
+    pass
 
 
 def _version() -> str:

@@ -17,12 +17,15 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_is_fitted
 
+from bayesmkl._checks import check_label_types
 from bayesmkl.kernels.input import KernelInput
 from bayesmkl.model import signed_targets as _model_signed_targets
 
 
 def validate_labels(y, n_samples: int):
-    """Encode labels; return ``(classes, codes)``; refuse one class or a length mismatch."""
+    """Encode labels; return ``(classes, codes)``; refuse one class, a length mismatch or labels
+    that mix numbers and strings."""
+    check_label_types(y)
     y = np.asarray(y)
     if y.ndim != 1:
         raise ValueError(f"y must be one-dimensional; got shape {y.shape}")

@@ -35,9 +35,12 @@ from bayesmkl.kernels import functions as F
 __all__ = [
     "BSVM_WIDTHS",
     "DEFAULT_DEGREES",
+    "KernelMemoryError",
     "KernelPool",
     "KernelSpec",
     "NotFittedError",
+    "PSD_RTOL",
+    "kernel_memory_limit",
     "SIMPLEMKL_WIDTHS",
     "validate_precomputed",
 ]
@@ -54,6 +57,71 @@ DEFAULT_DEGREES = (1, 2, 3)
 # (16 MB of float64: small enough for the allocator to recycle warm memory between chunks,
 # which measured faster than bigger chunks that page-fault fresh memory on every call).
 _CHUNK_ENTRIES = 2**21
+
+
+#: Relative tolerance of the positive semi-definiteness check of precomputed kernels, by dtype:
+#: a Gram matrix is accepted when ``K + PSD_RTOL · max|K| · I`` has a Cholesky factor, i.e. when
+#: its smallest eigenvalue is above ``−PSD_RTOL · max|K|`` (``max|K|`` bounds the diagonal of a PSD
+#: matrix). The float64 value leaves a wide margin over rounding errors of computed kernels
+#: (≈ N·ε·max|K|); float32 kernels carry ≈ 1e−7 relative errors per entry.
+PSD_RTOL = {"float64": 1e-6, "float32": 1e-3}
+
+#: Environment variable with the most memory (GiB) one kernel tensor may take; default: the
+#: memory available now (``MemAvailable`` of ``/proc/meminfo``).
+MEMORY_LIMIT_ENV = "BAYESMKL_MEMORY_LIMIT_GB"
+
+
+class KernelMemoryError(ValueError, MemoryError):
+    """A kernel tensor would not fit in memory (raised before allocating it)."""
+
+
+def kernel_memory_limit() -> float | None:
+    """Bytes one kernel tensor may take: ``$BAYESMKL_MEMORY_LIMIT_GB`` or the available memory.
+
+    ``None`` when neither is known (no check is then made).
+    """
+    import os
+
+    env = os.environ.get(MEMORY_LIMIT_ENV)
+    if env:
+        try:
+            return float(env) * 2**30
+        except ValueError:
+            raise ValueError(f"{MEMORY_LIMIT_ENV}={env!r} is not a number of GiB") from None
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_kernel_memory(P: int, M: int, N: int, dtype, what: str = "kernel tensor") -> int:
+    """Raise :class:`KernelMemoryError` when ``P × M × N`` entries of ``dtype`` exceed the limit.
+
+    Returns the number of bytes otherwise.
+    """
+    itemsize = np.dtype(dtype).itemsize
+    need = int(P) * int(M) * int(N) * itemsize
+    limit = kernel_memory_limit()
+    if limit is not None and need > limit:
+        gib = need / 2**30
+        hints = []
+        if itemsize > 4:
+            hints.append(f"kernel_dtype='float32' ({gib / 2:.3g} GiB)")
+        hints.append("fewer kernels (e.g. 'bsvm16' instead of 'simplemkl', 13·(d+1) kernels)")
+        hints.append("fewer rows, or a feature view")
+        raise KernelMemoryError(
+            f"the {what} ({P} kernels × {M} × {N}, {np.dtype(dtype).name}) needs "
+            f"{gib:.3g} GiB but only {limit / 2**30:.3g} GiB are available "
+            f"(set {MEMORY_LIMIT_ENV} to change the limit); use " + ", ".join(hints)
+        )
+    return need
 
 
 class NotFittedError(ValueError):
@@ -681,8 +749,10 @@ class KernelPool:
                      "n_features_in_", "_fit_signature"):
             self.__dict__.pop(attr, None)
         if self.standardize:
-            mean = X.mean(axis=0)
-            sd = X.std(axis=0)
+            with np.errstate(over="ignore", invalid="ignore"):
+                mean = X.mean(axis=0)
+                sd = X.std(axis=0)
+            _check_standardisation(X, mean, sd)
             sd = np.where(sd <= 1e-12 * np.maximum(1.0, np.abs(mean)), 1.0, sd)
             Xs = (X - mean) / sd
         else:
@@ -727,7 +797,7 @@ class KernelPool:
             Symmetric, PSD, with unit diagonal when ``normalize=True``.
         """
         self._require_fitted()
-        return self._kernels(self.X_fit_)
+        return self._kernels(self.X_fit_, "training")
 
     def cross_kernels(self, Xnew) -> np.ndarray:
         """Kernels between new points (rows) and the training points (columns).
@@ -749,12 +819,15 @@ class KernelPool:
                 f"Xnew has {Xnew.shape[1]} features, but the pool was fitted with "
                 f"{self.n_features_in_} features"
             )
-        return self._kernels(self._transform(Xnew))
+        with np.errstate(over="ignore", invalid="ignore"):
+            Xs = self._transform(Xnew)
+        return self._kernels(Xs, "Xnew")
 
-    def _kernels(self, Xrows: np.ndarray) -> np.ndarray:
+    def _kernels(self, Xrows: np.ndarray, what: str = "training") -> np.ndarray:
         specs = self.specs
         out_dtype = self._out_dtype()
         M, N = Xrows.shape[0], self.X_fit_.shape[0]
+        check_kernel_memory(len(specs), M, N, out_dtype, f"{what} kernel tensor")
         out = np.empty((len(specs), M, N), dtype=out_dtype)
         opts = dict(center=bool(self.center), normalize=bool(self.normalize),
                     row_means=self.row_means_, grand_means=self.grand_means_)
@@ -762,7 +835,43 @@ class KernelPool:
                 for job in _run_group(g, Xrows, self.X_fit_, **opts))
         for res, idx in _pipelined(jobs):
             _put(out, idx, res)  # casts to the storage dtype while copying
+        _check_finite_kernels(out, Xrows, specs, what)
         return out
+
+
+def _check_standardisation(X: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> None:
+    """Refuse columns whose mean or standard deviation overflows float64.
+
+    A value like 1e300 makes the variance infinite; the standardised column would then be
+    zero (or NaN) everywhere, silently. The message names the column and the offending row.
+    """
+    bad = np.flatnonzero(~(np.isfinite(mean) & np.isfinite(sd)))
+    if bad.size:
+        c = int(bad[0])
+        r = int(np.argmax(np.abs(X[:, c])))
+        more = f" (also columns {bad[1:20].tolist()})" if bad.size > 1 else ""
+        raise ValueError(
+            f"X column {c} cannot be standardised: its value {X[r, c]:.3g} (row {r}) makes the "
+            f"variance overflow float64{more}. Rescale the column (e.g. divide it by its "
+            "largest absolute value, or take a logarithm) or remove the outlying rows."
+        )
+
+
+def _check_finite_kernels(out: np.ndarray, Xrows: np.ndarray, specs, what: str) -> None:
+    """Refuse kernel values that are NaN or infinite (features too large for a kernel)."""
+    for m in range(out.shape[0]):
+        finite = np.isfinite(out[m])
+        if finite.all():
+            continue
+        r = int(np.flatnonzero(~finite.all(axis=1))[0])
+        c = int(np.argmax(np.abs(Xrows[r]))) if Xrows.shape[1] else 0
+        n_bad = int((~finite.all(axis=1)).sum())
+        raise ValueError(
+            f"kernel {m} '{specs[m].name}' is not finite for {n_bad} {what} row(s) (first: row "
+            f"{r}, whose standardised feature {c} is {Xrows[r, c]:.3g}): too large for this "
+            "kernel (polynomial kernels overflow float64). Check the row for extreme values or "
+            "rescale the features."
+        )
 
 
 def _bucket(n: int) -> int:
@@ -844,7 +953,9 @@ def _put(out: np.ndarray, idx: np.ndarray, values: np.ndarray) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def validate_precomputed(K, names: Sequence[str] | None = None) -> tuple[np.ndarray, list[str]]:
+def validate_precomputed(
+    K, names: Sequence[str] | None = None, *, psd_rtol: float | None = None
+) -> tuple[np.ndarray, list[str]]:
     """Check a user's precomputed training kernels and return them as one stack.
 
     Parameters
@@ -854,6 +965,11 @@ def validate_precomputed(K, names: Sequence[str] | None = None) -> tuple[np.ndar
         is not copied when it already is a float array.
     names : sequence of str, optional
         One name per kernel; defaults to ``K0, K1, ...``.
+    psd_rtol : float, optional
+        Tolerance of the positive semi-definiteness check: kernel m is refused when
+        ``K_m + psd_rtol · max|K_m| · I`` has no Cholesky factor, i.e. when its smallest
+        eigenvalue is below ``−psd_rtol · max|K_m|``. Default :data:`PSD_RTOL` for the dtype
+        (1e-6 for float64, 1e-3 for float32); ``0`` accepts only numerically PD matrices.
 
     Returns
     -------
@@ -864,9 +980,10 @@ def validate_precomputed(K, names: Sequence[str] | None = None) -> tuple[np.ndar
     Raises
     ------
     ValueError
-        If a matrix is not square, the matrices differ in size, an entry is NaN/inf, or a
+        If a matrix is not square, the matrices differ in size, an entry is NaN/inf, a
         kernel is not symmetric within ``1e-6 * max|K_m|`` (the message gives the kernel index
-        and the largest asymmetry).
+        and the largest asymmetry), or a kernel is indefinite beyond ``psd_rtol`` (the message
+        gives its smallest and largest eigenvalues).
     """
     if isinstance(K, (list, tuple)):
         if len(K) == 0:
@@ -919,6 +1036,9 @@ def validate_precomputed(K, names: Sequence[str] | None = None) -> tuple[np.ndar
                 f"precomputed kernel {m} is not symmetric: max |K - K^T| = {asym:.3g} exceeds "
                 f"the tolerance 1e-6 * max|K| = {1e-6 * scale:.3g}"
             )
+    rtol = PSD_RTOL[np.dtype(K.dtype).name] if psd_rtol is None else float(psd_rtol)
+    for m in range(K.shape[0]):
+        _check_psd(K[m], m, rtol)
     P = K.shape[0]
     if names is None:
         names = [f"K{m}" for m in range(P)]
@@ -929,3 +1049,27 @@ def validate_precomputed(K, names: Sequence[str] | None = None) -> tuple[np.ndar
         if len(names) != P:
             raise ValueError(f"got {len(names)} names for {P} precomputed kernels")
     return K, names
+
+
+def _check_psd(Km: np.ndarray, m: int, rtol: float) -> None:
+    """Refuse an indefinite Gram matrix (see :func:`validate_precomputed`, ``psd_rtol``)."""
+    from scipy.linalg import LinAlgError, cholesky, eigvalsh
+
+    A = np.array(Km, dtype=np.float64)  # a copy: the shift is added in place
+    A = 0.5 * (A + A.T)
+    scale = float(np.max(np.abs(A)))
+    if scale == 0.0:
+        return  # the zero kernel is PSD
+    A[np.diag_indices_from(A)] += rtol * scale
+    try:
+        cholesky(A, lower=True, check_finite=False, overwrite_a=True)
+        return
+    except LinAlgError:
+        pass
+    ev = eigvalsh(0.5 * (Km + Km.T).astype(np.float64))
+    raise ValueError(
+        f"precomputed kernel {m} is not positive semi-definite: its smallest eigenvalue "
+        f"{ev[0]:.3g} (largest {ev[-1]:.3g}) is below the tolerance -{rtol:g} * max|K| = "
+        f"{-rtol * scale:.3g}. BM3KL and the MKL baselines need PSD kernels: add c*I, clip "
+        "the negative eigenvalues (the tolerance is bayesmkl.kernels.pool.PSD_RTOL)."
+    )
