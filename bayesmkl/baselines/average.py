@@ -15,11 +15,9 @@ its gradient is ``∂J/∂μ_m = −H_m``, ``H_m = Σ_c h_{c,m}`` (Danskin).
 from __future__ import annotations
 
 import numbers
-import warnings
 from typing import NamedTuple
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import StratifiedKFold
 
 from bayesmkl.baselines._base import MKLClassifierBase
@@ -135,16 +133,6 @@ class MKLFit(NamedTuple):
 def relative_gap(gap: float, objective: float) -> float:
     """``gap / |objective|`` (``gap`` itself when the objective is 0)."""
     return float(gap / abs(objective)) if objective != 0 else float(gap)
-
-
-def warn_not_converged(name: str, max_iter: int, criterion: str) -> None:
-    """Issue scikit-learn's :class:`ConvergenceWarning` for a solver that hit ``max_iter``."""
-    warnings.warn(
-        f"{name} stopped after max_iter={max_iter} weight updates before its {criterion} "
-        "reached tol; increase max_iter or tol",
-        ConvergenceWarning,
-        stacklevel=3,
-    )
 
 
 def store_fit(est: MKLClassifierBase, fit: MKLFit) -> None:

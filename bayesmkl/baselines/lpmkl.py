@@ -18,6 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from bayesmkl.baselines._base import MKLClassifierBase
+from bayesmkl.baselines._budget import Budget, check_max_time
 from bayesmkl.baselines._simplex import lp_min_ratio, lp_support
 from bayesmkl.baselines.average import (
     MKLFit,
@@ -26,7 +27,6 @@ from bayesmkl.baselines.average import (
     relative_gap,
     solve_at_weights,
     store_fit,
-    warn_not_converged,
 )
 
 
@@ -43,6 +43,7 @@ def alternating_mkl(
     svc_tol: float,
     criterion: str = "gap",
     name: str = "MKL",
+    max_time: float | None = None,
 ) -> MKLFit:
     """Alternate SVM solves and the analytic weight step until the stopping rule holds.
 
@@ -71,11 +72,15 @@ def alternating_mkl(
         the relative change of ``J`` over one update is ``≤ tol``.
     name : str
         Used in the convergence warning.
+    max_time : float, optional
+        Wall-clock budget in seconds (checked between weight updates); hitting it or
+        ``max_iter`` warns with :class:`~sklearn.exceptions.ConvergenceWarning`.
 
     Returns
     -------
     MKLFit
     """
+    budget = Budget(name, max_iter, max_time, unit="weight updates")
     s = solve_at_weights(K, Y, mu0, C, svc_tol)
     history = [s.J]
 
@@ -84,7 +89,7 @@ def alternating_mkl(
 
     n_iter = 0
     converged = criterion == "gap" and gap_of(s) <= tol
-    while not converged and n_iter < max_iter:
+    while not converged and not budget.exhausted(n_iter):
         new = solve_at_weights(K, Y, mu_step(s.mu**2 * s.H), C, svc_tol)
         n_iter += 1
         history.append(new.J)
@@ -95,7 +100,7 @@ def alternating_mkl(
             converged = abs(new.J - s.J) <= tol * abs(new.J)
             s = new
     if not converged:
-        warn_not_converged(name, max_iter, "duality gap" if criterion == "gap" else "objective")
+        budget.warn(n_iter, "duality gap" if criterion == "gap" else "objective")
     return MKLFit(s, np.array(history), n_iter, gap_of(s))
 
 
@@ -120,6 +125,7 @@ def solve_lp_mkl(
     max_iter: int,
     svc_tol: float,
     name: str = "LpMKL",
+    max_time: float | None = None,
 ) -> MKLFit:
     """Lp-MKL by Kloft's analytic update, from the uniform point ``P^{-1/p}`` of the Lp sphere.
 
@@ -131,7 +137,7 @@ def solve_lp_mkl(
     Y : ndarray (C, N)
     p : float
         ``p ≥ 1`` or ``np.inf``.
-    C, tol, max_iter, svc_tol
+    C, tol, max_iter, svc_tol, max_time
         As in :func:`alternating_mkl`.
     name : str
         Used in the convergence warning.
@@ -157,6 +163,7 @@ def solve_lp_mkl(
         svc_tol=svc_tol,
         criterion="objective",
         name=name,
+        max_time=max_time,
     )
 
 
@@ -188,6 +195,9 @@ class LpMKL(MKLClassifierBase):
         Maximal number of weight updates.
     svc_tol : float, default=1e-6
         libsvm stopping tolerance.
+    max_time : float or None, default=None
+        Wall-clock budget in seconds; stopping on it (or on ``max_iter``) keeps the last
+        weights and issues a ``ConvergenceWarning`` that names the limit.
 
     Attributes
     ----------
@@ -206,13 +216,17 @@ class LpMKL(MKLClassifierBase):
     classes_ : ndarray
     """
 
-    def __init__(self, kernels="simplemkl", p=2.0, C=1.0, tol=1e-5, max_iter=1000, svc_tol=1e-6):
+    def __init__(
+        self, kernels="simplemkl", p=2.0, C=1.0, tol=1e-5, max_iter=1000, svc_tol=1e-6,
+        max_time=None,
+    ):  # fmt: skip
         self.kernels = kernels
         self.p = p
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
         self.svc_tol = svc_tol
+        self.max_time = max_time
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
         fit = solve_lp_mkl(
@@ -223,6 +237,7 @@ class LpMKL(MKLClassifierBase):
             tol=check_positive("tol", self.tol),
             max_iter=check_int("max_iter", self.max_iter),
             svc_tol=check_positive("svc_tol", self.svc_tol),
+            max_time=check_max_time(self.max_time),
         )
         store_fit(self, fit)
         self.normalized_weights_ = self.kernel_weights_ / self.kernel_weights_.sum()

@@ -35,6 +35,7 @@ import numpy as np
 from scipy.special import betaln, logsumexp
 
 from bayesmkl.baselines._base import MKLClassifierBase
+from bayesmkl.baselines._budget import Budget, check_max_time
 from bayesmkl.inference.conditionals import ab_mean_lambda_form, per_kernel_decisions
 from bayesmkl.likelihood import log_pseudo_likelihood
 from bayesmkl.model import signed_targets
@@ -50,8 +51,8 @@ def tpbn_grid(alpha_a, beta_a, kappa, n_grid=400):
     (t from 1e-12 to 1e40), normalised to sum to 1.
     """
     log_t = np.linspace(np.log(1e-12), np.log(1e40), n_grid)
-    log_q = alpha_a * log_t - (alpha_a + beta_a) * np.logaddexp(0.0, log_t) - betaln(
-        alpha_a, beta_a
+    log_q = (
+        alpha_a * log_t - (alpha_a + beta_a) * np.logaddexp(0.0, log_t) - betaln(alpha_a, beta_a)
     )
     return kappa * np.exp(log_t), log_q - logsumexp(log_q)
 
@@ -83,6 +84,9 @@ class BM3KLMAP(MKLClassifierBase):
         ECM iterations.
     tol : float, default=1e-7
         Stop when the relative objective increase falls below ``tol``.
+    max_time : float or None, default=None
+        Wall-clock budget in seconds. Stopping on it or on ``max_iter`` before ``tol`` keeps
+        the last iterate and issues a ``ConvergenceWarning`` that names the limit.
 
     Attributes
     ----------
@@ -109,6 +113,7 @@ class BM3KLMAP(MKLClassifierBase):
         max_iter=200,
         tol=1e-7,
         n_grid=400,
+        max_time=None,
     ):
         self.kernels = kernels
         self.eta = eta
@@ -121,6 +126,7 @@ class BM3KLMAP(MKLClassifierBase):
         self.max_iter = max_iter
         self.tol = tol
         self.n_grid = n_grid
+        self.max_time = max_time
 
     def fit(self, X, y):
         if not self.eta >= 1:
@@ -131,6 +137,7 @@ class BM3KLMAP(MKLClassifierBase):
             raise ValueError(f"binary_mode must be 'single' or 'ova'; got {self.binary_mode!r}")
         if self.gamma0 < 0 or self.bias_prior_var <= 0 or self.kappa <= 0:
             raise ValueError("gamma0 must be >= 0; bias_prior_var and kappa must be positive")
+        check_max_time(self.max_time)
         return super().fit(X, y)
 
     def _objective(self, f, delta, w, a, b, grid):
@@ -154,7 +161,10 @@ class BM3KLMAP(MKLClassifierBase):
         ab = np.asarray(_ab_mean(Kw, delta, np.ones((C, N)), np.ones((C, N)), tau))
         a, b = ab[:, :N], ab[:, N]
         self.objective_ = []
-        for it in range(self.max_iter):
+        budget = Budget("BM3KLMAP", self.max_iter, self.max_time, unit="ECM iterations")
+        converged = False
+        it = 0
+        while not budget.exhausted(it):
             f = a @ Kw + b[:, None]
             rho = s / np.maximum(np.abs(1.0 - delta * f), ZETA_FLOOR)  # E[1/λ | ζ]
             log_post = _log_joint_a_grid(a, *grid)  # E[1/ν | a] on the grid
@@ -167,11 +177,15 @@ class BM3KLMAP(MKLClassifierBase):
             Kw = np.tensordot(w, K, axes=1)
             f = a @ Kw + b[:, None]
             self.objective_.append(self._objective(f, delta, w, a, b, grid))
-            if it > 0:
+            it += 1
+            if it > 1:
                 prev, cur = self.objective_[-2], self.objective_[-1]
                 if abs(cur - prev) <= self.tol * max(1.0, abs(cur)):
+                    converged = True
                     break
-        self.n_iter_ = it + 1
+        if not converged:
+            budget.warn(it, "relative objective change")
+        self.n_iter_ = it
         self.kernel_weights_ = w
         self.a_ = a
         self.dual_coef_ = a

@@ -34,6 +34,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from bayesmkl.baselines._base import MKLClassifierBase
+from bayesmkl.baselines._budget import Budget, check_max_time
 from bayesmkl.baselines._svm import combine, fit_svc, kernel_quadratics
 from bayesmkl.baselines.average import check_int, check_positive
 from bayesmkl.baselines.simplemkl import solve_simplemkl
@@ -218,6 +219,9 @@ class MLMKLSum(_MLMKLBase):
         Maximum reduced-gradient iterations.
     svc_tol : float, default=1e-6
         libsvm stopping tolerance.
+    max_time : float or None, default=None
+        Wall-clock budget in seconds; stopping on it keeps the last weights and issues a
+        ``ConvergenceWarning`` that names the limit.
 
     Attributes
     ----------
@@ -243,17 +247,21 @@ class MLMKLSum(_MLMKLBase):
     kernel_names_ : list of str
     """
 
-    def __init__(self, kernels="simplemkl", C=1.0, tol=1e-3, max_iter=500, svc_tol=1e-6):
+    def __init__(
+        self, kernels="simplemkl", C=1.0, tol=1e-3, max_iter=500, svc_tol=1e-6, max_time=None
+    ):
         self.kernels = kernels
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
         self.svc_tol = svc_tol
+        self.max_time = max_time
 
     def _validate_params(self) -> None:
         super()._validate_params()
         check_positive("tol", self.tol)
         check_int("max_iter", self.max_iter)
+        check_max_time(self.max_time)
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
         fit = solve_simplemkl(
@@ -264,6 +272,7 @@ class MLMKLSum(_MLMKLBase):
             max_iter=int(self.max_iter),
             svc_tol=float(self.svc_tol),
             name="MLMKLSum",
+            max_time=self.max_time,
         )
         self.objective_ = np.asarray(fit.objectives, dtype=np.float64)
         self.n_iter_ = int(fit.n_iter)
@@ -313,6 +322,9 @@ class MLMKLSA(_MLMKLBase):
         libsvm stopping tolerance.
     random_state : int, RandomState or None
         Seeds the task sampling.
+    max_time : float or None, default=None
+        Wall-clock budget in seconds; stopping on it keeps the last weights and issues a
+        ``ConvergenceWarning`` that names the limit.
 
     Attributes
     ----------
@@ -355,6 +367,7 @@ class MLMKLSA(_MLMKLBase):
         eta_scale=2.0,
         svc_tol=1e-6,
         random_state=None,
+        max_time=None,
     ):
         self.kernels = kernels
         self.C = C
@@ -367,11 +380,13 @@ class MLMKLSA(_MLMKLBase):
         self.eta_scale = eta_scale
         self.svc_tol = svc_tol
         self.random_state = random_state
+        self.max_time = max_time
 
     def _validate_params(self) -> None:
         super()._validate_params()
         check_int("max_iter", self.max_iter)
         check_int("min_iter", self.min_iter, minimum=0)
+        check_max_time(self.max_time)
         if not isinstance(self.tol, numbers.Real) or self.tol < 0:
             raise ValueError(f"tol must be a non-negative number; got {self.tol!r}")
         if not isinstance(self.delta, numbers.Real) or not 0 < self.delta <= 1:
@@ -385,6 +400,7 @@ class MLMKLSA(_MLMKLBase):
         rng = check_random_state(self.random_state)
         P, m = K.shape[0], Y.shape[0]
         T = int(self.max_iter)
+        budget = Budget("MLMKLSA", None, self.max_time)
         delta = float(self.delta)
         p = np.full(P, 1.0 / P)
         gam = np.full(m, 1.0 / m)
@@ -404,6 +420,9 @@ class MLMKLSA(_MLMKLBase):
                     break
             if t == T:
                 break  # p_T is averaged; no further step is needed
+            if budget.out_of_time():
+                budget.warn(t, "averaged weights' change")
+                break
             gam_s = (1.0 - delta) * gam + delta / m
             j = int(rng.choice(m, p=gam_s / gam_s.sum()))
             counts[j] += 1

@@ -19,6 +19,7 @@ import numbers
 import numpy as np
 
 from bayesmkl.baselines._base import MKLClassifierBase
+from bayesmkl.baselines._budget import check_max_time
 from bayesmkl.baselines._simplex import elastic_net_min_ratio, elastic_net_support
 from bayesmkl.baselines.average import check_int, check_positive, store_fit
 from bayesmkl.baselines.lpmkl import alternating_mkl
@@ -66,6 +67,9 @@ class SGMKL(MKLClassifierBase):
         Maximal number of weight updates.
     svc_tol : float, default=1e-6
         libsvm stopping tolerance.
+    max_time : float or None, default=None
+        Wall-clock budget in seconds; stopping on it (or on ``max_iter``) keeps the last
+        weights and issues a ``ConvergenceWarning`` that names the limit.
 
     Attributes
     ----------
@@ -84,13 +88,17 @@ class SGMKL(MKLClassifierBase):
     classes_ : ndarray
     """
 
-    def __init__(self, kernels="simplemkl", v=0.5, C=1.0, tol=1e-3, max_iter=500, svc_tol=1e-6):
+    def __init__(
+        self, kernels="simplemkl", v=0.5, C=1.0, tol=1e-3, max_iter=500, svc_tol=1e-6,
+        max_time=None,
+    ):  # fmt: skip
         self.kernels = kernels
         self.v = v
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
         self.svc_tol = svc_tol
+        self.max_time = max_time
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
         v = check_v(self.v)
@@ -106,6 +114,7 @@ class SGMKL(MKLClassifierBase):
             svc_tol=check_positive("svc_tol", self.svc_tol),
             criterion="gap",
             name="SGMKL",
+            max_time=check_max_time(self.max_time),
         )
         store_fit(self, fit)
         self.normalized_weights_ = self.kernel_weights_ / self.kernel_weights_.sum()

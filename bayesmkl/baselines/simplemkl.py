@@ -33,6 +33,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from bayesmkl.baselines._base import MKLClassifierBase
+from bayesmkl.baselines._budget import Budget, check_max_time
 from bayesmkl.baselines.average import (
     MKLFit,
     WeightedSVMs,
@@ -41,7 +42,6 @@ from bayesmkl.baselines.average import (
     relative_gap,
     solve_at_weights,
     store_fit,
-    warn_not_converged,
     with_gradient,
 )
 
@@ -218,6 +218,7 @@ def solve_simplemkl(
     svc_tol: float,
     mu0: np.ndarray | None = None,
     name: str = "SimpleMKL",
+    max_time: float | None = None,
 ) -> MKLFit:
     """Run SimpleMKL until the relative duality gap is ``≤ tol`` (or ``max_iter`` iterations).
 
@@ -235,11 +236,14 @@ def solve_simplemkl(
         Initial weights on the simplex (default uniform).
     name : str
         Used in warnings.
+    max_time : float, optional
+        Wall-clock budget in seconds (checked between iterations).
 
     Returns
     -------
     MKLFit
     """
+    budget = Budget(name, max_iter, max_time, unit="weight updates")
     P = K.shape[0]
 
     def evaluate(mu, gradient=True):
@@ -254,7 +258,7 @@ def solve_simplemkl(
     s = evaluate(np.full(P, 1.0 / P) if mu0 is None else _on_simplex(np.asarray(mu0, float)))
     history = [s.J]
     n_iter = 0
-    while gap_of(s) > tol and n_iter < max_iter:
+    while gap_of(s) > tol and not budget.exhausted(n_iter):
         new = reduced_gradient_step(s, evaluate, complete)
         n_iter += 1
         if new is s:
@@ -269,7 +273,7 @@ def solve_simplemkl(
         history.append(s.J)
     else:
         if gap_of(s) > tol:
-            warn_not_converged(name, max_iter, "duality gap")
+            budget.warn(n_iter, "duality gap")
     return MKLFit(s, np.array(history), n_iter, gap_of(s))
 
 
@@ -291,6 +295,9 @@ class SimpleMKL(MKLClassifierBase):
         Maximal number of reduced-gradient iterations.
     svc_tol : float, default=1e-6
         libsvm stopping tolerance (the gradient comes from the SVM solution, so keep it tight).
+    max_time : float or None, default=None
+        Wall-clock budget in seconds; stopping on it (or on ``max_iter``) keeps the last
+        weights and issues a ``ConvergenceWarning`` that names the limit.
 
     Attributes
     ----------
@@ -308,12 +315,15 @@ class SimpleMKL(MKLClassifierBase):
     classes_ : ndarray
     """
 
-    def __init__(self, kernels="simplemkl", C=1.0, tol=1e-3, max_iter=500, svc_tol=1e-6):
+    def __init__(
+        self, kernels="simplemkl", C=1.0, tol=1e-3, max_iter=500, svc_tol=1e-6, max_time=None
+    ):
         self.kernels = kernels
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
         self.svc_tol = svc_tol
+        self.max_time = max_time
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
         fit = solve_simplemkl(
@@ -323,5 +333,6 @@ class SimpleMKL(MKLClassifierBase):
             tol=check_positive("tol", self.tol),
             max_iter=check_int("max_iter", self.max_iter),
             svc_tol=check_positive("svc_tol", self.svc_tol),
+            max_time=check_max_time(self.max_time),
         )
         store_fit(self, fit)

@@ -29,6 +29,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from bayesmkl.baselines._base import MKLClassifierBase
+from bayesmkl.baselines._budget import Budget, check_max_time
 from bayesmkl.baselines._simplex import (
     box_simplex_min_ratio,
     box_simplex_support,
@@ -42,7 +43,6 @@ from bayesmkl.baselines.average import (
     relative_gap,
     solve_at_weights,
     store_fit,
-    warn_not_converged,
 )
 from bayesmkl.baselines.lpmkl import alternating_mkl, solve_lp_mkl
 
@@ -59,6 +59,7 @@ def solve_sm1(
     max_iter: int,
     svc_tol: float,
     name: str = "SM1MKL",
+    max_time: float | None = None,
 ) -> MKLFit:
     """SM1MKL (Algorithm 1): SVMs at ``μ`` ↔ ``μ = argmin_{M1} Σ a_m/μ_m``, ``a_m = μ_m² H_m``.
 
@@ -71,7 +72,7 @@ def solve_sm1(
     Y : ndarray (C, N)
     theta : float
         Cap ``θ ≥ 1/P`` (``inf`` allowed).
-    C, tol, max_iter, svc_tol
+    C, tol, max_iter, svc_tol, max_time
         As in :func:`.lpmkl.alternating_mkl` (``tol`` on the relative duality gap).
     name : str
 
@@ -96,6 +97,7 @@ def solve_sm1(
         svc_tol=svc_tol,
         criterion="gap",
         name=name,
+        max_time=max_time,
     )
 
 
@@ -110,6 +112,7 @@ def solve_sm2(
     svc_tol: float,
     armijo: float = 1e-4,
     name: str = "SM2MKL",
+    max_time: float | None = None,
 ) -> MKLFit:
     """SM2MKL (Algorithm 2): projected gradient on ``F(μ) = J(μ) + ‖μ‖²/(2θ)`` over the simplex.
 
@@ -125,7 +128,7 @@ def solve_sm2(
     Y : ndarray (C, N)
     theta : float
         ``θ > 0`` (``inf`` allowed: L1-MKL by projected gradient).
-    C, tol, max_iter, svc_tol
+    C, tol, max_iter, svc_tol, max_time
         As in :func:`.lpmkl.alternating_mkl` (``tol`` on the relative duality gap).
     armijo : float
         Sufficient-decrease constant.
@@ -136,6 +139,7 @@ def solve_sm2(
     MKLFit
         ``objectives`` holds ``F``.
     """
+    budget = Budget(name, max_iter, max_time, unit="weight updates")
     P = K.shape[0]
     inv = 0.0 if np.isinf(theta) else 1.0 / theta
 
@@ -155,7 +159,7 @@ def solve_sm2(
     history = [f]
     n_iter = 0
     stalled = False
-    while gap_of(s) > tol and n_iter < max_iter:
+    while gap_of(s) > tol and not budget.exhausted(n_iter):
         for _ in range(60):
             step = project_simplex(s.mu - eta * g) - s.mu
             if np.max(np.abs(step)) <= 1e-15:
@@ -183,7 +187,7 @@ def solve_sm2(
         n_iter += 1
         history.append(f)
     if not stalled and gap_of(s) > tol:
-        warn_not_converged(name, max_iter, "duality gap")
+        budget.warn(n_iter, "duality gap")
     return MKLFit(s, np.array(history), n_iter, gap_of(s))
 
 
@@ -223,6 +227,9 @@ class SoftMarginMKL(MKLClassifierBase):
         Maximal number of weight updates.
     svc_tol : float, default=1e-6
         libsvm stopping tolerance.
+    max_time : float or None, default=None
+        Wall-clock budget in seconds; stopping on it (or on ``max_iter``) keeps the last
+        weights and issues a ``ConvergenceWarning`` that names the limit.
 
     Attributes
     ----------
@@ -250,6 +257,7 @@ class SoftMarginMKL(MKLClassifierBase):
         tol=1e-3,
         max_iter=500,
         svc_tol=1e-6,
+        max_time=None,
     ):
         self.kernels = kernels
         self.loss = loss
@@ -258,6 +266,7 @@ class SoftMarginMKL(MKLClassifierBase):
         self.tol = tol
         self.max_iter = max_iter
         self.svc_tol = svc_tol
+        self.max_time = max_time
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
         if self.loss not in LOSSES:
@@ -268,6 +277,7 @@ class SoftMarginMKL(MKLClassifierBase):
             tol=check_positive("tol", self.tol),
             max_iter=check_int("max_iter", self.max_iter),
             svc_tol=check_positive("svc_tol", self.svc_tol),
+            max_time=check_max_time(self.max_time),
         )
         P = K.shape[0]
         if self.loss == "hinge":
