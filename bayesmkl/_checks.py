@@ -91,7 +91,12 @@ class DrawReport:
             f"chain {c} from kept draw {d} ({', '.join(sorted(set(s)))})"
             for c, (d, s) in sorted(per_chain.items())
         ]
-        where = "" if self.first_sweep is None else f"; first at sweep {self.first_sweep}"
+        where = (
+            ""
+            if self.first_sweep is None
+            else f"; the first non-finite kept draw is sweep {self.first_sweep} (warm-up sweeps "
+            "are not kept, so it may have started earlier)"
+        )
         return (
             f"non-finite draws in {len(per_chain)} of {self.n_chains} chain(s): "
             + "; ".join(parts)
@@ -174,7 +179,7 @@ def check_draws(
             f"{np.mean(report.diverging):.1%} of the kept sweeps were flagged diverging "
             f"(worst: chain {worst}, {report.diverging[worst]:.1%}); the kernel-weight move "
             "had an energy error above 1000 or a non-finite state there, so treat the draws "
-            "with caution (smaller step_size, longer warm-up or sampler='exact').",
+            "with caution (a smaller step_size or a longer warm-up).",
             SamplerDivergenceWarning,
             stacklevel=stacklevel,
         )

@@ -281,6 +281,7 @@ def _classifier(args, kernels):
         num_samples=args.num_samples,
         num_chains=args.chains,
         binary_mode=args.binary_mode,
+        kernel_dtype=args.kernel_dtype,
         random_state=args.seed,
         progress_bar=not args.no_progress,
     )
@@ -429,6 +430,12 @@ def _add_sampler_args(p, *, chains_default: int) -> None:
         choices=("single", "ova"),
         default="single",
         help="two classes: one classifier or one-vs-all (default single)",
+    )
+    g.add_argument(
+        "--kernel-dtype",
+        choices=("float64", "float32"),
+        default="float64",
+        help="storage of the kernels; float32 halves their memory (default float64)",
     )
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 

@@ -45,7 +45,7 @@ class Budget:
         Most iterations.
     max_time : float or None
         Most seconds of wall-clock time (checked between iterations, so one iteration may run
-        past it).
+        past it; at least one iteration is always made).
     unit : str
         What one iteration is, for the message (e.g. ``"weight updates"``).
     """
@@ -65,8 +65,11 @@ class Budget:
         return self.max_time is not None and self.elapsed >= self.max_time
 
     def exhausted(self, n_iter: int) -> bool:
-        """True when ``n_iter`` iterations reach ``max_iter`` or the time is up."""
-        return (self.max_iter is not None and n_iter >= self.max_iter) or self.out_of_time()
+        """True when ``n_iter`` iterations reach ``max_iter``, or the time is up after at least
+        one iteration (so every fit makes one iteration, however small ``max_time`` is)."""
+        if self.max_iter is not None and n_iter >= self.max_iter:
+            return True
+        return n_iter >= 1 and self.out_of_time()
 
     def warn(self, n_iter: int, criterion: str, stacklevel: int = 3) -> None:
         """Warn that the solver stopped on its budget before ``criterion`` reached tol."""

@@ -113,7 +113,7 @@ def check_kernel_memory(P: int, M: int, N: int, dtype, what: str = "kernel tenso
         gib = need / 2**30
         hints = []
         if itemsize > 4:
-            hints.append(f"kernel_dtype='float32' ({gib / 2:.3g} GiB)")
+            hints.append(f"kernel_dtype='float32' (CLI: --kernel-dtype float32; {gib / 2:.3g} GiB)")
         hints.append("fewer kernels (e.g. 'bsvm16' instead of 'simplemkl', 13·(d+1) kernels)")
         hints.append("fewer rows, or a feature view")
         raise KernelMemoryError(
