@@ -44,6 +44,7 @@ from sweep_floor import md_table, write_results  # noqa: E402
 
 from bayesmkl import BM3KLClassifier  # noqa: E402
 from bayesmkl._checks import SamplerDivergenceError, SamplerDivergenceWarning  # noqa: E402
+from bayesmkl.datasets import make_duplicated_rows  # noqa: E402
 
 BINARY = ("sonar", "liver", "ionosphere", "pima", "heart", "breast")
 MULTICLASS = ("wine", "glass", "mfeat-fou")
@@ -52,29 +53,16 @@ QUICK = ("repro", "liver", "wine")
 GAMMAS = (1.0, 100.0, 10000.0)
 
 
-def repro_data():
-    """The data of ``../shared/repro/nan_divergence.py`` (same generator and seed)."""
-    rng = np.random.default_rng(1)
-    n = 350
-    cls = rng.choice(4, n, p=[0.15, 0.13, 0.32, 0.40]).astype(float)
-    age = (rng.random(n) < 0.05).astype(float)
-    sex = (rng.random(n) < 0.79).astype(float)
-    X = np.column_stack([cls, age, sex])
-    logit = -1.2 * sex + 0.8 * age - 0.5 * (cls - 1.5) + 0.2
-    y = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
-    return (X - X.mean(0)) / X.std(0), y
-
-
 def load(name: str):
     """``(X, y)`` or ``None`` when the shared data are absent."""
     if name == "repro":
-        return repro_data()
+        return make_duplicated_rows()
     from bayesmkl.datasets import find_uci_dir, load_mfeat, load_uci
 
     if find_uci_dir() is None:
         return None
     if name.startswith("mfeat"):
-        views, y = load_mfeat(views=(name,))
+        views, y = load_mfeat(views=(name.split("-", 1)[1],))
         rng = np.random.default_rng(0)
         idx = np.sort(np.concatenate([rng.choice(np.flatnonzero(y == k), 50, replace=False)
                                       for k in np.unique(y)]))  # fmt: skip

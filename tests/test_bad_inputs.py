@@ -42,6 +42,7 @@ from bayesmkl.baselines import (
     SoftMarginMKL,
 )
 from bayesmkl.cli import main
+from bayesmkl.datasets import make_duplicated_rows
 from bayesmkl.io import load
 from bayesmkl.kernels.pool import PSD_RTOL, KernelMemoryError, validate_precomputed
 
@@ -237,23 +238,10 @@ def test_cli_other_delimiter_gives_a_hint(tmp_path, capsys, content, name):
 # --------------------------------------------------------------------------------------------
 
 
-def _repro_data():
-    """The data of ``../shared/repro/nan_divergence.py`` (12 distinct rows among 350)."""
-    rng = np.random.default_rng(1)
-    n = 350
-    cls = rng.choice(4, n, p=[0.15, 0.13, 0.32, 0.40]).astype(float)
-    age = (rng.random(n) < 0.05).astype(float)
-    sex = (rng.random(n) < 0.79).astype(float)
-    X = np.column_stack([cls, age, sex])
-    logit = -1.2 * sex + 0.8 * age - 0.5 * (cls - 1.5) + 0.2
-    y = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
-    return (X - X.mean(0)) / X.std(0), y
-
-
 def test_duplicated_rows_give_finite_posterior():
     """Before the jittered retry in ``sample_ab`` every seed 0–4 of this fit (sampler="exact",
     200 sweeps) ended with all-NaN draws and probabilities; now the draws are finite."""
-    X, y = _repro_data()
+    X, y = make_duplicated_rows()
     assert len(np.unique(X, axis=0)) == 12
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SamplerDivergenceWarning)  # HMC energy errors here
