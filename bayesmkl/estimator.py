@@ -26,6 +26,7 @@ from sklearn.utils.validation import (
 )
 
 from bayesmkl import diagnostics
+from bayesmkl._weights import check_class_weight
 from bayesmkl.baselines._base import validate_labels
 from bayesmkl.inference.kernel import BM3KL
 from bayesmkl.inference.moves import MOVES
@@ -184,6 +185,12 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         Seed of the sampler; the same int gives identical draws.
     progress_bar : bool, default=True
         Show NumPyro's progress bar while sampling.
+    class_weight : None, "balanced" or dict, default=None
+        Class weights with scikit-learn's semantics (``"balanced"``: ``N / (K · count(class))``),
+        multiplied into ``fit``'s ``sample_weight`` by
+        :func:`bayesmkl._weights.effective_sample_weight`; a weight multiplies the point's
+        pseudo-likelihood term. Validated here; not yet used by the sampler, so a value other
+        than ``None`` raises ``NotImplementedError``.
 
     Attributes
     ----------
@@ -247,6 +254,7 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         kernel_dtype="float64",
         random_state=None,
         progress_bar=True,
+        class_weight=None,
     ):
         self.kernels = kernels
         self.eta = eta
@@ -267,6 +275,7 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         self.kernel_dtype = kernel_dtype
         self.random_state = random_state
         self.progress_bar = progress_bar
+        self.class_weight = class_weight
 
     # ------------------------------------------------------------------------------------
     # validation
@@ -299,6 +308,11 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         _integer("num_warmup", self.num_warmup, 0)
         _integer("num_samples", self.num_samples, 1)
         _integer("num_chains", self.num_chains, 1)
+        check_class_weight(self.class_weight)
+        if self.class_weight is not None:  # TODO(lead): remove once the sampler uses weights
+            raise NotImplementedError(
+                "BM3KLClassifier: class_weight is validated but not yet used by the sampler"
+            )
 
     def _validate_fit_input(self, X, y):
         """Validated ``(kernel input, K (P, N, N), classes, codes)``; sets ``n_features_in_``."""

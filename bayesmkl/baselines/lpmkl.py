@@ -43,6 +43,7 @@ def alternating_mkl(
     svc_tol: float,
     criterion: str = "gap",
     name: str = "MKL",
+    sample_weight: np.ndarray | None = None,
 ) -> MKLFit:
     """Alternate SVM solves and the analytic weight step until the stopping rule holds.
 
@@ -71,12 +72,14 @@ def alternating_mkl(
         the relative change of ``J`` over one update is ``≤ tol``.
     name : str
         Used in the convergence warning.
+    sample_weight : ndarray (N,), optional
+        Per-point box scaling ``0 ≤ α_i ≤ C·s_i`` (see :func:`.average.solve_at_weights`).
 
     Returns
     -------
     MKLFit
     """
-    s = solve_at_weights(K, Y, mu0, C, svc_tol)
+    s = solve_at_weights(K, Y, mu0, C, svc_tol, sample_weight=sample_weight)
     history = [s.J]
 
     def gap_of(state):
@@ -85,7 +88,9 @@ def alternating_mkl(
     n_iter = 0
     converged = criterion == "gap" and gap_of(s) <= tol
     while not converged and n_iter < max_iter:
-        new = solve_at_weights(K, Y, mu_step(s.mu**2 * s.H), C, svc_tol)
+        new = solve_at_weights(
+            K, Y, mu_step(s.mu**2 * s.H), C, svc_tol, sample_weight=sample_weight
+        )
         n_iter += 1
         history.append(new.J)
         if criterion == "gap":
@@ -120,6 +125,7 @@ def solve_lp_mkl(
     max_iter: int,
     svc_tol: float,
     name: str = "LpMKL",
+    sample_weight: np.ndarray | None = None,
 ) -> MKLFit:
     """Lp-MKL by Kloft's analytic update, from the uniform point ``P^{-1/p}`` of the Lp sphere.
 
@@ -135,6 +141,8 @@ def solve_lp_mkl(
         As in :func:`alternating_mkl`.
     name : str
         Used in the convergence warning.
+    sample_weight : ndarray (N,), optional
+        Per-point box scaling ``0 ≤ α_i ≤ C·s_i`` (see :func:`.average.solve_at_weights`).
 
     Returns
     -------
@@ -143,7 +151,7 @@ def solve_lp_mkl(
     """
     P = K.shape[0]
     if np.isinf(p):
-        s = solve_at_weights(K, Y, np.ones(P), C, svc_tol)
+        s = solve_at_weights(K, Y, np.ones(P), C, svc_tol, sample_weight=sample_weight)
         return MKLFit(s, np.array([s.J]), 0, relative_gap(lp_support(s.H, p) - s.mu @ s.H, s.J))
     return alternating_mkl(
         K,
@@ -157,6 +165,7 @@ def solve_lp_mkl(
         svc_tol=svc_tol,
         criterion="objective",
         name=name,
+        sample_weight=sample_weight,
     )
 
 
@@ -188,6 +197,9 @@ class LpMKL(MKLClassifierBase):
         Maximal number of weight updates.
     svc_tol : float, default=1e-6
         libsvm stopping tolerance.
+    class_weight : None, "balanced" or dict, default=None
+        Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
+        ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.
 
     Attributes
     ----------
@@ -206,15 +218,25 @@ class LpMKL(MKLClassifierBase):
     classes_ : ndarray
     """
 
-    def __init__(self, kernels="simplemkl", p=2.0, C=1.0, tol=1e-5, max_iter=1000, svc_tol=1e-6):
+    def __init__(
+        self,
+        kernels="simplemkl",
+        p=2.0,
+        C=1.0,
+        tol=1e-5,
+        max_iter=1000,
+        svc_tol=1e-6,
+        class_weight=None,
+    ):
         self.kernels = kernels
         self.p = p
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
         self.svc_tol = svc_tol
+        self.class_weight = class_weight
 
-    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
+    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         fit = solve_lp_mkl(
             K,
             Y,
@@ -223,6 +245,7 @@ class LpMKL(MKLClassifierBase):
             tol=check_positive("tol", self.tol),
             max_iter=check_int("max_iter", self.max_iter),
             svc_tol=check_positive("svc_tol", self.svc_tol),
+            sample_weight=sample_weight,
         )
         store_fit(self, fit)
         self.normalized_weights_ = self.kernel_weights_ / self.kernel_weights_.sum()

@@ -275,7 +275,7 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
         self.n_restarts = n_restarts
         self.random_state = random_state
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the embedding and the 1-NN classifier.
 
         Parameters
@@ -283,11 +283,21 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
         X : array (N, d), or (P, N, N) with ``kernels="precomputed"``
         y : array (N,)
             Class labels (at least two classes).
+        sample_weight : None
+            Not supported: any value raises ``NotImplementedError``. MKMMC has no per-point
+            loss to weight: its criterion is a pairwise graph over the training points, whose
+            kernel columns are also the embedding's coordinates, and 1-NN prediction has no
+            weighted form equal to repeating a row.
 
         Returns
         -------
         self
         """
+        if sample_weight is not None:
+            raise NotImplementedError(
+                "MKMMC does not support sample_weight: its maximum-margin-criterion graph and "
+                "1-NN rule have no per-sample loss to weight (see MKMMC.fit)"
+            )
         if self.theta_solver not in ("auto", "enumerate", "multistart"):
             raise ValueError(
                 "theta_solver must be 'auto', 'enumerate' or 'multistart'; "

@@ -66,6 +66,9 @@ class SGMKL(MKLClassifierBase):
         Maximal number of weight updates.
     svc_tol : float, default=1e-6
         libsvm stopping tolerance.
+    class_weight : None, "balanced" or dict, default=None
+        Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
+        ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.
 
     Attributes
     ----------
@@ -84,15 +87,25 @@ class SGMKL(MKLClassifierBase):
     classes_ : ndarray
     """
 
-    def __init__(self, kernels="simplemkl", v=0.5, C=1.0, tol=1e-3, max_iter=500, svc_tol=1e-6):
+    def __init__(
+        self,
+        kernels="simplemkl",
+        v=0.5,
+        C=1.0,
+        tol=1e-3,
+        max_iter=500,
+        svc_tol=1e-6,
+        class_weight=None,
+    ):
         self.kernels = kernels
         self.v = v
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
         self.svc_tol = svc_tol
+        self.class_weight = class_weight
 
-    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
+    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         v = check_v(self.v)
         fit = alternating_mkl(
             K,
@@ -106,6 +119,7 @@ class SGMKL(MKLClassifierBase):
             svc_tol=check_positive("svc_tol", self.svc_tol),
             criterion="gap",
             name="SGMKL",
+            sample_weight=sample_weight,
         )
         store_fit(self, fit)
         self.normalized_weights_ = self.kernel_weights_ / self.kernel_weights_.sum()

@@ -218,6 +218,7 @@ def solve_simplemkl(
     svc_tol: float,
     mu0: np.ndarray | None = None,
     name: str = "SimpleMKL",
+    sample_weight: np.ndarray | None = None,
 ) -> MKLFit:
     """Run SimpleMKL until the relative duality gap is ``≤ tol`` (or ``max_iter`` iterations).
 
@@ -235,6 +236,8 @@ def solve_simplemkl(
         Initial weights on the simplex (default uniform).
     name : str
         Used in warnings.
+    sample_weight : ndarray (N,), optional
+        Per-point box scaling ``0 ≤ α_i ≤ C·s_i`` (see :func:`.average.solve_at_weights`).
 
     Returns
     -------
@@ -243,7 +246,9 @@ def solve_simplemkl(
     P = K.shape[0]
 
     def evaluate(mu, gradient=True):
-        return solve_at_weights(K, Y, mu, C, svc_tol, gradient=gradient)
+        return solve_at_weights(
+            K, Y, mu, C, svc_tol, gradient=gradient, sample_weight=sample_weight
+        )
 
     def complete(state):
         return with_gradient(K, state)
@@ -291,6 +296,9 @@ class SimpleMKL(MKLClassifierBase):
         Maximal number of reduced-gradient iterations.
     svc_tol : float, default=1e-6
         libsvm stopping tolerance (the gradient comes from the SVM solution, so keep it tight).
+    class_weight : None, "balanced" or dict, default=None
+        Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
+        ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.
 
     Attributes
     ----------
@@ -308,14 +316,17 @@ class SimpleMKL(MKLClassifierBase):
     classes_ : ndarray
     """
 
-    def __init__(self, kernels="simplemkl", C=1.0, tol=1e-3, max_iter=500, svc_tol=1e-6):
+    def __init__(
+        self, kernels="simplemkl", C=1.0, tol=1e-3, max_iter=500, svc_tol=1e-6, class_weight=None
+    ):
         self.kernels = kernels
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
         self.svc_tol = svc_tol
+        self.class_weight = class_weight
 
-    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
+    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         fit = solve_simplemkl(
             K,
             Y,
@@ -323,5 +334,6 @@ class SimpleMKL(MKLClassifierBase):
             tol=check_positive("tol", self.tol),
             max_iter=check_int("max_iter", self.max_iter),
             svc_tol=check_positive("svc_tol", self.svc_tol),
+            sample_weight=sample_weight,
         )
         store_fit(self, fit)

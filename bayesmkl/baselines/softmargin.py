@@ -59,6 +59,7 @@ def solve_sm1(
     max_iter: int,
     svc_tol: float,
     name: str = "SM1MKL",
+    sample_weight: np.ndarray | None = None,
 ) -> MKLFit:
     """SM1MKL (Algorithm 1): SVMs at ``μ`` ↔ ``μ = argmin_{M1} Σ a_m/μ_m``, ``a_m = μ_m² H_m``.
 
@@ -71,7 +72,7 @@ def solve_sm1(
     Y : ndarray (C, N)
     theta : float
         Cap ``θ ≥ 1/P`` (``inf`` allowed).
-    C, tol, max_iter, svc_tol
+    C, tol, max_iter, svc_tol, sample_weight
         As in :func:`.lpmkl.alternating_mkl` (``tol`` on the relative duality gap).
     name : str
 
@@ -82,7 +83,7 @@ def solve_sm1(
     P = K.shape[0]
     uniform = np.full(P, 1.0 / P)
     if theta * P <= 1.0 + 1e-12:
-        s = solve_at_weights(K, Y, uniform, C, svc_tol)
+        s = solve_at_weights(K, Y, uniform, C, svc_tol, sample_weight=sample_weight)
         return MKLFit(s, np.array([s.J]), 0, 0.0)
     return alternating_mkl(
         K,
@@ -96,6 +97,7 @@ def solve_sm1(
         svc_tol=svc_tol,
         criterion="gap",
         name=name,
+        sample_weight=sample_weight,
     )
 
 
@@ -110,6 +112,7 @@ def solve_sm2(
     svc_tol: float,
     armijo: float = 1e-4,
     name: str = "SM2MKL",
+    sample_weight: np.ndarray | None = None,
 ) -> MKLFit:
     """SM2MKL (Algorithm 2): projected gradient on ``F(μ) = J(μ) + ‖μ‖²/(2θ)`` over the simplex.
 
@@ -125,7 +128,7 @@ def solve_sm2(
     Y : ndarray (C, N)
     theta : float
         ``θ > 0`` (``inf`` allowed: L1-MKL by projected gradient).
-    C, tol, max_iter, svc_tol
+    C, tol, max_iter, svc_tol, sample_weight
         As in :func:`.lpmkl.alternating_mkl` (``tol`` on the relative duality gap).
     armijo : float
         Sufficient-decrease constant.
@@ -149,7 +152,7 @@ def solve_sm2(
         primal_term = s.mu @ s.H - 0.5 * inv * (s.mu @ s.mu)
         return relative_gap(simplex_ridge_support(s.H, theta) - primal_term, F(s))
 
-    s = solve_at_weights(K, Y, np.full(P, 1.0 / P), C, svc_tol)
+    s = solve_at_weights(K, Y, np.full(P, 1.0 / P), C, svc_tol, sample_weight=sample_weight)
     f, g = F(s), grad(s)
     eta = 1.0 / max(inv + np.ptp(s.H), 1e-12 * max(s.H.max(), 1e-300))
     history = [f]
@@ -161,7 +164,7 @@ def solve_sm2(
             if np.max(np.abs(step)) <= 1e-15:
                 stalled = True
                 break
-            new = solve_at_weights(K, Y, s.mu + step, C, svc_tol)
+            new = solve_at_weights(K, Y, s.mu + step, C, svc_tol, sample_weight=sample_weight)
             f_new = F(new)
             if f_new <= f + armijo * (g @ step):
                 break
@@ -223,6 +226,9 @@ class SoftMarginMKL(MKLClassifierBase):
         Maximal number of weight updates.
     svc_tol : float, default=1e-6
         libsvm stopping tolerance.
+    class_weight : None, "balanced" or dict, default=None
+        Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
+        ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.
 
     Attributes
     ----------
@@ -250,6 +256,7 @@ class SoftMarginMKL(MKLClassifierBase):
         tol=1e-3,
         max_iter=500,
         svc_tol=1e-6,
+        class_weight=None,
     ):
         self.kernels = kernels
         self.loss = loss
@@ -258,8 +265,9 @@ class SoftMarginMKL(MKLClassifierBase):
         self.tol = tol
         self.max_iter = max_iter
         self.svc_tol = svc_tol
+        self.class_weight = class_weight
 
-    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
+    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         if self.loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}; got {self.loss!r}")
         theta = check_positive("theta", self.theta, allow_inf=True)
@@ -268,6 +276,7 @@ class SoftMarginMKL(MKLClassifierBase):
             tol=check_positive("tol", self.tol),
             max_iter=check_int("max_iter", self.max_iter),
             svc_tol=check_positive("svc_tol", self.svc_tol),
+            sample_weight=sample_weight,
         )
         P = K.shape[0]
         if self.loss == "hinge":
