@@ -191,6 +191,10 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         :func:`bayesmkl._weights.effective_sample_weight`; a weight multiplies the point's
         pseudo-likelihood term. Validated here; not yet used by the sampler, so a value other
         than ``None`` raises ``NotImplementedError``.
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); they label
+        the DataTree's ``kernel`` coordinate and the plots. An error with a pool, which names
+        its kernels itself.
 
     Attributes
     ----------
@@ -255,6 +259,7 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         random_state=None,
         progress_bar=True,
         class_weight=None,
+        kernel_names=None,
     ):
         self.kernels = kernels
         self.eta = eta
@@ -276,6 +281,7 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.progress_bar = progress_bar
         self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
     # ------------------------------------------------------------------------------------
     # validation
@@ -333,7 +339,7 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         check_classification_targets(y)
         classes, codes = validate_labels(y, n)
         dtype = None if self.kernel_dtype is None else str(np.dtype(self.kernel_dtype))
-        kin, K = KernelInput.fit(self.kernels, Xk, dtype=dtype)
+        kin, K = KernelInput.fit(self.kernels, Xk, dtype=dtype, kernel_names=self.kernel_names)
         return kin, K, classes, codes, y
 
     # ------------------------------------------------------------------------------------

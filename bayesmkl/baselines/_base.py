@@ -80,7 +80,9 @@ class MKLClassifierBase(ClassifierMixin, BaseEstimator):
         -------
         self
         """
-        self.kernel_input_, K = KernelInput.fit(self.kernels, X)
+        self.kernel_input_, K = KernelInput.fit(
+            self.kernels, X, kernel_names=getattr(self, "kernel_names", None)
+        )
         self.classes_, codes = validate_labels(y, K.shape[1])
         if self.kernel_input_.pool is not None:
             self.n_features_in_ = int(np.asarray(X).shape[1])

@@ -205,6 +205,9 @@ class AverageMKL(MKLClassifierBase):
         Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
         ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.
 
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
     Attributes
     ----------
     kernel_weights_ : ndarray (P,)
@@ -222,11 +225,14 @@ class AverageMKL(MKLClassifierBase):
     classes_ : ndarray
     """
 
-    def __init__(self, kernels="simplemkl", C=1.0, svc_tol=1e-6, class_weight=None):
+    def __init__(
+        self, kernels="simplemkl", C=1.0, svc_tol=1e-6, class_weight=None, kernel_names=None
+    ):
         self.kernels = kernels
         self.C = C
         self.svc_tol = svc_tol
         self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         C = check_positive("C", self.C)
@@ -276,6 +282,9 @@ class BestSingleKernelSVM(MKLClassifierBase):
         Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
         ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.
 
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
     Attributes
     ----------
     best_kernel_ : int
@@ -297,7 +306,14 @@ class BestSingleKernelSVM(MKLClassifierBase):
     """
 
     def __init__(
-        self, kernels="simplemkl", C=1.0, cv=5, svc_tol=1e-6, random_state=0, class_weight=None
+        self,
+        kernels="simplemkl",
+        C=1.0,
+        cv=5,
+        svc_tol=1e-6,
+        random_state=0,
+        class_weight=None,
+        kernel_names=None,
     ):
         self.kernels = kernels
         self.C = C
@@ -305,6 +321,7 @@ class BestSingleKernelSVM(MKLClassifierBase):
         self.svc_tol = svc_tol
         self.random_state = random_state
         self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         C = check_positive("C", self.C)

@@ -362,6 +362,9 @@ class BEMKL(MKLClassifierBase):
     random_state : int, RandomState or None
         Seeds the random initialisation of ``a``, ``G`` and ``f`` (as in the reference code).
 
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
     Attributes
     ----------
     kernel_weights_ : ndarray (P,)
@@ -397,6 +400,7 @@ class BEMKL(MKLClassifierBase):
         alpha_omega=None,
         beta_omega=None,
         random_state=None,
+        kernel_names=None,
     ):
         self.kernels = kernels
         self.sparse = sparse
@@ -410,6 +414,7 @@ class BEMKL(MKLClassifierBase):
         self.alpha_omega = alpha_omega
         self.beta_omega = beta_omega
         self.random_state = random_state
+        self.kernel_names = kernel_names
 
     def _prior(self) -> _Prior:
         a_om = self.alpha_omega

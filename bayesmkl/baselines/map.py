@@ -118,6 +118,9 @@ class BM3KLMAP(MKLClassifierBase):
         Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics); the
         weights multiply the likelihood terms (module docstring).
 
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
     Attributes
     ----------
     kernel_weights_ : ndarray (P,)
@@ -144,6 +147,7 @@ class BM3KLMAP(MKLClassifierBase):
         tol=1e-7,
         n_grid=400,
         class_weight=None,
+        kernel_names=None,
     ):
         self.kernels = kernels
         self.eta = eta
@@ -157,6 +161,7 @@ class BM3KLMAP(MKLClassifierBase):
         self.tol = tol
         self.n_grid = n_grid
         self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
     def fit(self, X, y, sample_weight=None):
         """Compute the MAP estimate; ``sample_weight (N,)`` weights the likelihood terms."""

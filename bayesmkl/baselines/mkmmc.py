@@ -240,6 +240,9 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
         Random starts of the multistart θ-solver.
     random_state : int, RandomState or None
 
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
     Attributes
     ----------
     kernel_weights_ : ndarray (P,)
@@ -266,6 +269,7 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
         theta_solver="auto",
         n_restarts=10,
         random_state=None,
+        kernel_names=None,
     ):
         self.kernels = kernels
         self.n_components = n_components
@@ -274,6 +278,7 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
         self.theta_solver = theta_solver
         self.n_restarts = n_restarts
         self.random_state = random_state
+        self.kernel_names = kernel_names
 
     def fit(self, X, y, sample_weight=None):
         """Fit the embedding and the 1-NN classifier.
@@ -305,7 +310,7 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
             )
         if not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1:
             raise ValueError(f"max_iter must be a positive integer; got {self.max_iter!r}")
-        self.kernel_input_, K = KernelInput.fit(self.kernels, X)
+        self.kernel_input_, K = KernelInput.fit(self.kernels, X, kernel_names=self.kernel_names)
         K = np.asarray(K, dtype=np.float64)
         P, N, _ = K.shape
         self.classes_, codes = validate_labels(y, N)

@@ -148,7 +148,7 @@ class _MLMKLBase(MKLClassifierBase):
             return super().fit(X, y, sample_weight)
         if y_arr.ndim != 2:
             raise ValueError(f"y must be 1-D labels or a 2-D indicator matrix; got {y_arr.shape}")
-        self.kernel_input_, K = KernelInput.fit(self.kernels, X)
+        self.kernel_input_, K = KernelInput.fit(self.kernels, X, kernel_names=self.kernel_names)
         if y_arr.shape[0] != K.shape[1]:
             raise ValueError(
                 f"X and y have different lengths: {K.shape[1]} samples in X, "
@@ -242,6 +242,9 @@ class MLMKLSum(_MLMKLBase):
         Class weights for a 1-D ``y``, multiplied into ``fit``'s ``sample_weight``
         (scikit-learn semantics); not defined for a multi-label ``y``.
 
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
     Attributes
     ----------
     kernel_weights_ : ndarray (P,)
@@ -267,7 +270,14 @@ class MLMKLSum(_MLMKLBase):
     """
 
     def __init__(
-        self, kernels="simplemkl", C=1.0, tol=1e-3, max_iter=500, svc_tol=1e-6, class_weight=None
+        self,
+        kernels="simplemkl",
+        C=1.0,
+        tol=1e-3,
+        max_iter=500,
+        svc_tol=1e-6,
+        class_weight=None,
+        kernel_names=None,
     ):
         self.kernels = kernels
         self.C = C
@@ -275,6 +285,7 @@ class MLMKLSum(_MLMKLBase):
         self.max_iter = max_iter
         self.svc_tol = svc_tol
         self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
     def _validate_params(self) -> None:
         super()._validate_params()
@@ -344,6 +355,9 @@ class MLMKLSA(_MLMKLBase):
         Class weights for a 1-D ``y``, multiplied into ``fit``'s ``sample_weight``
         (scikit-learn semantics); not defined for a multi-label ``y``.
 
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
     Attributes
     ----------
     kernel_weights_ : ndarray (P,)
@@ -386,6 +400,7 @@ class MLMKLSA(_MLMKLBase):
         svc_tol=1e-6,
         random_state=None,
         class_weight=None,
+        kernel_names=None,
     ):
         self.kernels = kernels
         self.C = C
@@ -399,6 +414,7 @@ class MLMKLSA(_MLMKLBase):
         self.svc_tol = svc_tol
         self.random_state = random_state
         self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
     def _validate_params(self) -> None:
         super()._validate_params()

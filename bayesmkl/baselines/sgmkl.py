@@ -70,6 +70,9 @@ class SGMKL(MKLClassifierBase):
         Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
         ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.
 
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
     Attributes
     ----------
     kernel_weights_ : ndarray (P,)
@@ -96,6 +99,7 @@ class SGMKL(MKLClassifierBase):
         max_iter=500,
         svc_tol=1e-6,
         class_weight=None,
+        kernel_names=None,
     ):
         self.kernels = kernels
         self.v = v
@@ -104,6 +108,7 @@ class SGMKL(MKLClassifierBase):
         self.max_iter = max_iter
         self.svc_tol = svc_tol
         self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         v = check_v(self.v)

@@ -300,6 +300,9 @@ class SimpleMKL(MKLClassifierBase):
         Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
         ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.
 
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
     Attributes
     ----------
     kernel_weights_ : ndarray (P,)
@@ -317,7 +320,14 @@ class SimpleMKL(MKLClassifierBase):
     """
 
     def __init__(
-        self, kernels="simplemkl", C=1.0, tol=1e-3, max_iter=500, svc_tol=1e-6, class_weight=None
+        self,
+        kernels="simplemkl",
+        C=1.0,
+        tol=1e-3,
+        max_iter=500,
+        svc_tol=1e-6,
+        class_weight=None,
+        kernel_names=None,
     ):
         self.kernels = kernels
         self.C = C
@@ -325,6 +335,7 @@ class SimpleMKL(MKLClassifierBase):
         self.max_iter = max_iter
         self.svc_tol = svc_tol
         self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         fit = solve_simplemkl(
