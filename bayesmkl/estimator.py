@@ -27,6 +27,7 @@ from sklearn.utils.validation import (
 
 from bayesmkl import diagnostics
 from bayesmkl._weights import check_class_weight
+from bayesmkl._x64 import with_x64
 from bayesmkl.baselines._base import validate_labels
 from bayesmkl.inference.kernel import BM3KL
 from bayesmkl.inference.moves import MOVES
@@ -346,6 +347,7 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
     # fit
     # ------------------------------------------------------------------------------------
 
+    @with_x64
     def fit(self, X, y):
         """Run the BM3KL Gibbs sampler.
 
@@ -422,6 +424,7 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         post = self.posterior_
         return tuple(post[k].reshape((-1,) + post[k].shape[2:]) for k in ("w", "a", "b"))
 
+    @with_x64
     def decision_draws(self, X) -> np.ndarray:
         """Per-draw decision values f.
 
@@ -438,10 +441,12 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         w, a, b = self._flat_draws()
         return np.asarray(draw_decision_values(w, a, b, Kt))
 
+    @with_x64
     def proba_draws(self, X) -> np.ndarray:
         """Per-draw predictive probabilities ``(S, M, K)`` (each row sums to 1)."""
         return np.asarray(draw_probabilities(self.decision_draws(X), float(self.gamma0)))
 
+    @with_x64
     def predict_proba(self, X) -> np.ndarray:
         """Posterior predictive class probabilities (spec §6, P1).
 
@@ -456,6 +461,7 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         """
         return self.proba_draws(X).mean(axis=0)
 
+    @with_x64
     def decision_function(self, X) -> np.ndarray:
         """Posterior-mean decision values.
 
@@ -467,6 +473,7 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         F = np.asarray(mean_decision(self.decision_draws(X)))
         return F[:, 0] if F.shape[1] == 1 else F
 
+    @with_x64
     def predict(self, X) -> np.ndarray:
         """Predicted labels ``(M,)``.
 
@@ -508,6 +515,7 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
             },
         )
 
+    @with_x64
     def predict_datatree(self, X):
         """:meth:`to_datatree` plus a ``predictions`` group: per-draw probabilities of ``X``.
 

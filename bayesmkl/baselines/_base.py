@@ -25,6 +25,7 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_is_fitted
 
 from bayesmkl._weights import effective_sample_weight
+from bayesmkl._x64 import with_x64
 from bayesmkl.kernels.input import KernelInput
 from bayesmkl.model import signed_targets as _model_signed_targets
 
@@ -63,6 +64,7 @@ class MKLClassifierBase(ClassifierMixin, BaseEstimator):
             return int(np.asarray(X[0]).shape[0])
         return int(np.asarray(X).shape[0]) if hasattr(X, "shape") else len(X)
 
+    @with_x64
     def fit(self, X, y, sample_weight=None):
         """Fit on features ``X: (N, d)`` (or a precomputed stack ``(P, N, N)``) and labels ``y``.
 

@@ -44,6 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import betaln, logsumexp
 
+from bayesmkl._x64 import with_x64
 from bayesmkl.baselines._base import MKLClassifierBase
 from bayesmkl.inference.conditionals import ab_mean_lambda_form, per_kernel_decisions
 from bayesmkl.likelihood import log_pseudo_likelihood
@@ -270,6 +271,7 @@ class BM3KLMAP(MKLClassifierBase):
                 break
         return w
 
+    @with_x64
     def predict_proba(self, X):
         """Class probabilities from the MAP parameters: σ(ψ(f)) or softmax(ψ(f)) (spec §6)."""
         from bayesmkl.predict import draw_probabilities

@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayesmkl._x64 import with_x64
 from bayesmkl.kernels import custom
 from bayesmkl.kernels import functions as F
 
@@ -722,6 +723,7 @@ class KernelPool:
                 or not math.isfinite(float(off)):
             raise ValueError(f"poly_offset must be a finite number; got {off!r}")
 
+    @with_x64
     def fit(self, X) -> KernelPool:
         """Learn the training statistics from ``X``.
 
@@ -797,6 +799,7 @@ class KernelPool:
             return (X - self.mean_) / self.scale_
         return X
 
+    @with_x64
     def train_kernels(self) -> np.ndarray:
         """Training kernels.
 
@@ -808,6 +811,7 @@ class KernelPool:
         self._require_fitted()
         return self._kernels(self.X_fit_)
 
+    @with_x64
     def cross_kernels(self, Xnew) -> np.ndarray:
         """Kernels between new points (rows) and the training points (columns).
 
