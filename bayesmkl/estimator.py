@@ -492,18 +492,32 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
     # ArviZ, save/load
     # ------------------------------------------------------------------------------------
 
-    def to_datatree(self):
+    def to_datatree(self, posterior_predictive: bool = False, *, X=None, random_state=0):
         """The fit as an ArviZ ``xarray.DataTree`` (see :mod:`bayesmkl.diagnostics`).
+
+        Parameters
+        ----------
+        posterior_predictive : bool, default False
+            Add ``posterior_predictive.y``: per draw, replicated training labels drawn from
+            that draw's predictive probabilities at the training points (for ArviZ's posterior
+            predictive checks, e.g. ``arviz_plots.plot_ppc_pava``, ``plot_ppc_rootogram``).
+            Costs one prediction of the N training points (the training kernels are rebuilt
+            from the pool).
+        X : array (N, d), or array (P, N, N) with ``kernels="precomputed"``, optional
+            The training data, needed with precomputed kernels (the fit keeps no kernels);
+            with a pool the stored training points are used when ``X`` is None.
+        random_state : int, numpy Generator or None, default 0
+            Seed of the replicated labels.
 
         Returns
         -------
         xarray.DataTree
             ``posterior`` (w, e with a ``kernel`` dimension; a, b, lam, nu, varsigma with
             ``classifier``/``obs``), ``sample_stats`` (acceptance_rate, diverging, lp,
-            step_size) and ``observed_data`` (y).
+            step_size), ``observed_data`` (y) and optionally ``posterior_predictive`` (y).
         """
         check_is_fitted(self, "posterior_")
-        return diagnostics.build_datatree(
+        tree = diagnostics.build_datatree(
             self.posterior_,
             self.sample_stats_,
             kernel_names=self.kernel_names_,
@@ -514,6 +528,34 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
                 "sampler": str(self.sampler),
             },
         )
+        if not posterior_predictive:
+            return tree
+        return diagnostics.add_posterior_predictive(
+            tree, self._train_proba_draws(X), self.classes_, random_state=random_state
+        )
+
+    @with_x64
+    def _train_proba_draws(self, X=None) -> np.ndarray:
+        """Per-draw probabilities of the training points, ``(chains, draws, N, K)``."""
+        pool = self.kernel_input_.pool
+        if X is not None:
+            P = self.proba_draws(X)
+        elif pool is not None:
+            w, a, b = self._flat_draws()
+            F = draw_decision_values(w, a, b, pool.train_kernels())
+            P = np.asarray(draw_probabilities(F, float(self.gamma0)))
+        else:
+            raise ValueError(
+                "with kernels='precomputed' the fit keeps no training kernels: pass them, "
+                "to_datatree(posterior_predictive=True, X=K_train) with K_train (P, N, N)"
+            )
+        if P.shape[1] != self.kernel_input_.n_train:
+            raise ValueError(
+                f"X has {P.shape[1]} points but the model was trained on "
+                f"{self.kernel_input_.n_train}: posterior predictive checks need the training data"
+            )
+        chains, draws = self.posterior_["w"].shape[:2]
+        return P.reshape((chains, draws) + P.shape[1:])
 
     @with_x64
     def predict_datatree(self, X):
