@@ -361,10 +361,10 @@ class BEMKL(MKLClassifierBase):
         Of ω; ``None`` takes the value implied by ``sparse``.
     random_state : int, RandomState or None
         Seeds the random initialisation of ``a``, ``G`` and ``f`` (as in the reference code).
-
     kernel_names : sequence of str, optional
         Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
         with a pool, which names its kernels itself.
+
     Attributes
     ----------
     kernel_weights_ : ndarray (P,)

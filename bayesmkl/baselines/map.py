@@ -118,10 +118,10 @@ class BM3KLMAP(MKLClassifierBase):
     class_weight : None, "balanced" or dict, default=None
         Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics); the
         weights multiply the likelihood terms (module docstring).
-
     kernel_names : sequence of str, optional
         Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
         with a pool, which names its kernels itself.
+
     Attributes
     ----------
     kernel_weights_ : ndarray (P,)

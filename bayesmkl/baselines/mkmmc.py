@@ -239,10 +239,10 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
     n_restarts : int, default=10
         Random starts of the multistart θ-solver.
     random_state : int, RandomState or None
-
     kernel_names : sequence of str, optional
         Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
         with a pool, which names its kernels itself.
+
     Attributes
     ----------
     kernel_weights_ : ndarray (P,)

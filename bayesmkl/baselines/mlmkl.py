@@ -241,10 +241,10 @@ class MLMKLSum(_MLMKLBase):
     class_weight : None, "balanced" or dict, default=None
         Class weights for a 1-D ``y``, multiplied into ``fit``'s ``sample_weight``
         (scikit-learn semantics); not defined for a multi-label ``y``.
-
     kernel_names : sequence of str, optional
         Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
         with a pool, which names its kernels itself.
+
     Attributes
     ----------
     kernel_weights_ : ndarray (P,)
@@ -354,10 +354,10 @@ class MLMKLSA(_MLMKLBase):
     class_weight : None, "balanced" or dict, default=None
         Class weights for a 1-D ``y``, multiplied into ``fit``'s ``sample_weight``
         (scikit-learn semantics); not defined for a multi-label ``y``.
-
     kernel_names : sequence of str, optional
         Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
         with a pool, which names its kernels itself.
+
     Attributes
     ----------
     kernel_weights_ : ndarray (P,)

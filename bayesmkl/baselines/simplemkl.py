@@ -299,10 +299,10 @@ class SimpleMKL(MKLClassifierBase):
     class_weight : None, "balanced" or dict, default=None
         Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
         ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.
-
     kernel_names : sequence of str, optional
         Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
         with a pool, which names its kernels itself.
+
     Attributes
     ----------
     kernel_weights_ : ndarray (P,)
