@@ -129,7 +129,7 @@ def check_draws(
     *,
     num_warmup: int | None = None,
     warn_fraction: float = DIVERGING_WARN_FRACTION,
-    stacklevel: int = 3,
+    stacklevel: int = 4,
 ) -> DrawReport:
     """Check sampler output; raise on non-finite draws, warn on diverging sweeps.
 
@@ -144,7 +144,8 @@ def check_draws(
     warn_fraction : float
         Warn when the share of a chain's kept sweeps flagged ``diverging`` exceeds this.
     stacklevel : int
-        Passed to :func:`warnings.warn`; the default 3 points at the caller of ``fit``.
+        Passed to :func:`warnings.warn`; the default 4 points at the caller of ``fit``
+        (check_draws ← ``fit`` ← its :func:`bayesmkl._x64.with_x64` wrapper ← caller).
 
     Returns
     -------

@@ -27,6 +27,8 @@ from sklearn.utils.validation import (
 
 from bayesmkl import diagnostics
 from bayesmkl._checks import check_draws, check_label_types, check_predictions
+from bayesmkl._weights import check_class_weight
+from bayesmkl._x64 import with_x64
 from bayesmkl.baselines._base import validate_labels
 from bayesmkl.inference.kernel import BM3KL
 from bayesmkl.inference.moves import MOVES
@@ -185,6 +187,16 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         Seed of the sampler; the same int gives identical draws.
     progress_bar : bool, default=True
         Show NumPyro's progress bar while sampling.
+    class_weight : None, "balanced" or dict, default=None
+        Class weights with scikit-learn's semantics (``"balanced"``: ``N / (K · count(class))``),
+        multiplied into ``fit``'s ``sample_weight`` by
+        :func:`bayesmkl._weights.effective_sample_weight`; a weight multiplies the point's
+        pseudo-likelihood term. Validated here; not yet used by the sampler, so a value other
+        than ``None`` raises ``NotImplementedError``.
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); they label
+        the DataTree's ``kernel`` coordinate and the plots. An error with a pool, which names
+        its kernels itself.
 
     Attributes
     ----------
@@ -248,6 +260,8 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         kernel_dtype="float64",
         random_state=None,
         progress_bar=True,
+        class_weight=None,
+        kernel_names=None,
     ):
         self.kernels = kernels
         self.eta = eta
@@ -268,6 +282,8 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         self.kernel_dtype = kernel_dtype
         self.random_state = random_state
         self.progress_bar = progress_bar
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
     # ------------------------------------------------------------------------------------
     # validation
@@ -300,6 +316,11 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         _integer("num_warmup", self.num_warmup, 0)
         _integer("num_samples", self.num_samples, 1)
         _integer("num_chains", self.num_chains, 1)
+        check_class_weight(self.class_weight)
+        if self.class_weight is not None:  # TODO(lead): remove once the sampler uses weights
+            raise NotImplementedError(
+                "BM3KLClassifier: class_weight is validated but not yet used by the sampler"
+            )
 
     def _validate_fit_input(self, X, y):
         """Validated ``(kernel input, K (P, N, N), classes, codes)``; sets ``n_features_in_``."""
@@ -321,13 +342,14 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         check_classification_targets(y)
         classes, codes = validate_labels(y, n)
         dtype = None if self.kernel_dtype is None else str(np.dtype(self.kernel_dtype))
-        kin, K = KernelInput.fit(self.kernels, Xk, dtype=dtype)
+        kin, K = KernelInput.fit(self.kernels, Xk, dtype=dtype, kernel_names=self.kernel_names)
         return kin, K, classes, codes, y
 
     # ------------------------------------------------------------------------------------
     # fit
     # ------------------------------------------------------------------------------------
 
+    @with_x64
     def fit(self, X, y):
         """Run the BM3KL Gibbs sampler.
 
@@ -405,6 +427,7 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         post = self.posterior_
         return tuple(post[k].reshape((-1,) + post[k].shape[2:]) for k in ("w", "a", "b"))
 
+    @with_x64
     def decision_draws(self, X) -> np.ndarray:
         """Per-draw decision values f.
 
@@ -422,11 +445,13 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         F = draw_decision_values(w, a, b, Kt)
         return check_predictions(F, "decision values", posterior=self.posterior_)
 
+    @with_x64
     def proba_draws(self, X) -> np.ndarray:
         """Per-draw predictive probabilities ``(S, M, K)`` (each row sums to 1)."""
         P = draw_probabilities(self.decision_draws(X), float(self.gamma0))
         return check_predictions(P, "probabilities")
 
+    @with_x64
     def predict_proba(self, X) -> np.ndarray:
         """Posterior predictive class probabilities (spec §6, P1).
 
@@ -441,6 +466,7 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         """
         return self.proba_draws(X).mean(axis=0)
 
+    @with_x64
     def decision_function(self, X) -> np.ndarray:
         """Posterior-mean decision values.
 
@@ -452,6 +478,7 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         F = np.asarray(mean_decision(self.decision_draws(X)))
         return F[:, 0] if F.shape[1] == 1 else F
 
+    @with_x64
     def predict(self, X) -> np.ndarray:
         """Predicted labels ``(M,)``.
 
@@ -470,18 +497,32 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
     # ArviZ, save/load
     # ------------------------------------------------------------------------------------
 
-    def to_datatree(self):
+    def to_datatree(self, posterior_predictive: bool = False, *, X=None, random_state=0):
         """The fit as an ArviZ ``xarray.DataTree`` (see :mod:`bayesmkl.diagnostics`).
+
+        Parameters
+        ----------
+        posterior_predictive : bool, default False
+            Add ``posterior_predictive.y``: per draw, replicated training labels drawn from
+            that draw's predictive probabilities at the training points (for ArviZ's posterior
+            predictive checks, e.g. ``arviz_plots.plot_ppc_pava``, ``plot_ppc_rootogram``).
+            Costs one prediction of the N training points (the training kernels are rebuilt
+            from the pool).
+        X : array (N, d), or array (P, N, N) with ``kernels="precomputed"``, optional
+            The training data, needed with precomputed kernels (the fit keeps no kernels);
+            with a pool the stored training points are used when ``X`` is None.
+        random_state : int, numpy Generator or None, default 0
+            Seed of the replicated labels.
 
         Returns
         -------
         xarray.DataTree
             ``posterior`` (w, e with a ``kernel`` dimension; a, b, lam, nu, varsigma with
             ``classifier``/``obs``), ``sample_stats`` (acceptance_rate, diverging, lp,
-            step_size) and ``observed_data`` (y).
+            step_size), ``observed_data`` (y) and optionally ``posterior_predictive`` (y).
         """
         check_is_fitted(self, "posterior_")
-        return diagnostics.build_datatree(
+        tree = diagnostics.build_datatree(
             self.posterior_,
             self.sample_stats_,
             kernel_names=self.kernel_names_,
@@ -492,7 +533,40 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
                 "sampler": str(self.sampler),
             },
         )
+        if not posterior_predictive:
+            return tree
+        return diagnostics.add_posterior_predictive(
+            tree, self._train_proba_draws(X), self.classes_, random_state=random_state
+        )
 
+    @with_x64
+    def _train_proba_draws(self, X=None) -> np.ndarray:
+        """Per-draw probabilities of the training points, ``(chains, draws, N, K)``."""
+        pool = self.kernel_input_.pool
+        if X is not None:
+            P = self.proba_draws(X)
+        elif pool is not None:
+            w, a, b = self._flat_draws()
+            F = check_predictions(
+                draw_decision_values(w, a, b, pool.train_kernels()),
+                "decision values",
+                posterior=self.posterior_,
+            )
+            P = check_predictions(draw_probabilities(F, float(self.gamma0)), "probabilities")
+        else:
+            raise ValueError(
+                "with kernels='precomputed' the fit keeps no training kernels: pass them, "
+                "to_datatree(posterior_predictive=True, X=K_train) with K_train (P, N, N)"
+            )
+        if P.shape[1] != self.kernel_input_.n_train:
+            raise ValueError(
+                f"X has {P.shape[1]} points but the model was trained on "
+                f"{self.kernel_input_.n_train}: posterior predictive checks need the training data"
+            )
+        chains, draws = self.posterior_["w"].shape[:2]
+        return P.reshape((chains, draws) + P.shape[1:])
+
+    @with_x64
     def predict_datatree(self, X):
         """:meth:`to_datatree` plus a ``predictions`` group: per-draw probabilities of ``X``.
 

@@ -59,7 +59,20 @@ _POOL_ARRAYS = {
 
 def _spec_to_json(s: KernelSpec) -> dict:
     feats = s.features if isinstance(s.features, str) else list(s.features)
-    return {"kind": s.kind, "param": s.param, "features": feats, "label": s.label}
+    if s.family in ("callable", "sklearn"):
+        raise ValueError(
+            f"kernel '{s.name}' is a user callable or a scikit-learn kernel object, which a "
+            "netCDF file cannot hold (and loading must not run code); save the classifier with "
+            "pickle/joblib instead, or use a pairwise kernel name such as ('rbf', {'gamma': g})"
+        )
+    param = dict(s.param) if s.family == "pairwise" else s.param
+    return {
+        "kind": s.kind,
+        "param": param,
+        "features": feats,
+        "label": s.label,
+        "display_name": s.display_name,
+    }
 
 
 def pool_to_state(pool: KernelPool) -> tuple[dict, dict]:
@@ -103,7 +116,7 @@ def pool_from_state(meta: dict, arrays: dict | None = None) -> KernelPool:
     specs = [
         KernelSpec(d["kind"], d["param"],
                    d["features"] if isinstance(d["features"], str) else tuple(d["features"]),
-                   d.get("label"))
+                   d.get("label"), d.get("display_name"))
         for d in meta["recipe"]
     ]  # fmt: skip
     pool = KernelPool(
@@ -135,6 +148,11 @@ def _params_to_json(params: dict) -> dict:
             value = {"KernelPool": pool_to_state(value)[0]}
         elif name == "random_state" and not (value is None or isinstance(value, int | np.integer)):
             value = None  # generators are not stored; the seed used is in the state
+        elif name == "kernel_names" and value is not None:
+            value = [str(v) for v in value]
+        elif name == "class_weight" and isinstance(value, dict):
+            # JSON keys are strings: keep the label type by storing (label, weight) pairs
+            value = {"items": [[_plain(k), float(v)] for k, v in value.items()]}
         elif isinstance(value, np.ndarray | list | tuple):
             value = np.asarray(value, dtype=float).tolist()
         elif isinstance(value, np.generic):
@@ -148,7 +166,14 @@ def _params_from_json(params: dict) -> dict:
     k = params.get("kernels")
     if isinstance(k, dict) and "KernelPool" in k:
         params["kernels"] = pool_from_state(k["KernelPool"])
+    cw = params.get("class_weight")
+    if isinstance(cw, dict) and "items" in cw:
+        params["class_weight"] = {k: v for k, v in cw["items"]}
     return params
+
+
+def _plain(v):
+    return v.item() if isinstance(v, np.generic) else v
 
 
 def _labels_to_json(labels: np.ndarray) -> dict:

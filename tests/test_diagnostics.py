@@ -66,7 +66,7 @@ def test_summary_has_ess_and_rhat():
 
 
 def test_single_binary_classifier_label():
-    assert classifier_labels(np.array([3, 7]), 1) == ["7"]
+    assert classifier_labels(np.array([3, 7]), 1) == [7]
     assert classifier_labels(np.array(["u", "v"]), 2) == ["u", "v"]
 
 
@@ -92,7 +92,7 @@ def test_estimator_datatree_and_summary(fitted):
     tree = clf.to_datatree()
     assert tree["posterior"]["w"].coords["kernel"].values.tolist() == clf.kernel_names_
     assert tree["posterior"]["a"].shape == (2, 10, 1, 100)
-    assert tree["posterior"]["a"].coords["classifier"].values.tolist() == ["1"]
+    assert tree["posterior"]["a"].coords["classifier"].values.tolist() == [1]
     np.testing.assert_array_equal(tree["observed_data"]["y"].values, clf.y_train_)
     summ = az.summary(tree, var_names=["w"])
     assert len(summ) == 16

@@ -59,7 +59,7 @@ def test_wine_proba_is_mean_softmax_psi(wine_fit):
 def test_wine_datatree_classifier_coords(wine_fit):
     clf, _, _ = wine_fit
     tree = clf.to_datatree()
-    assert tree["posterior"]["a"].coords["classifier"].values.tolist() == ["0", "1", "2"]
+    assert tree["posterior"]["a"].coords["classifier"].values.tolist() == [0, 1, 2]
     assert tree["posterior"]["w"].sizes["kernel"] == 182
 
 

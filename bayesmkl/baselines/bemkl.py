@@ -366,6 +366,9 @@ class BEMKL(MKLClassifierBase):
         Wall-clock budget in seconds, checked between sweeps; stopping on it keeps the last
         variational posterior (``elbo_`` then has one entry per sweep done) and issues a
         ``ConvergenceWarning`` that names the limit.
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
 
     Attributes
     ----------
@@ -405,6 +408,7 @@ class BEMKL(MKLClassifierBase):
         beta_omega=None,
         random_state=None,
         max_time=None,
+        kernel_names=None,
     ):
         self.kernels = kernels
         self.sparse = sparse
@@ -419,6 +423,7 @@ class BEMKL(MKLClassifierBase):
         self.beta_omega = beta_omega
         self.random_state = random_state
         self.max_time = max_time
+        self.kernel_names = kernel_names
 
     def _prior(self) -> _Prior:
         a_om = self.alpha_omega
@@ -443,7 +448,7 @@ class BEMKL(MKLClassifierBase):
             raise ValueError(f"margin must be a non-negative number; got {self.margin!r}")
         return _Prior(margin=float(self.margin), **{k: float(v) for k, v in values.items()})
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the variational posterior.
 
         Parameters
@@ -451,18 +456,35 @@ class BEMKL(MKLClassifierBase):
         X : array (N, d), or (P, N, N) with ``kernels="precomputed"``
         y : array (N,)
             Class labels (two or more classes).
+        sample_weight : None
+            Not supported: raises ``NotImplementedError`` (see below).
 
         Returns
         -------
         self
+
+        Raises
+        ------
+        NotImplementedError
+            For any ``sample_weight``. BEMKL's likelihood is the hard truncation ``y f > ν`` of
+            a latent Gaussian score, handled by conjugate truncated-normal factors; a weighted
+            (powered) likelihood ``Φ(·)^{s_i}`` has no such factor, and weighting each point's
+            whole local block (g_i, f_i) instead is a different model whose weights are not
+            those of scikit-learn. Rather than silently ignoring weights, BEMKL refuses them.
         """
+        if sample_weight is not None:
+            raise NotImplementedError(
+                "BEMKL does not support sample_weight: its truncated-normal variational "
+                "updates have no exact weighted-likelihood form (see BEMKL.fit). Use BM3KLMAP "
+                "or an SVM-based baseline (AverageMKL, SimpleMKL, LpMKL, ...) for weighted data"
+            )
         if not isinstance(self.n_iter, numbers.Integral) or self.n_iter < 1:
             raise ValueError(f"n_iter must be a positive integer; got {self.n_iter!r}")
         check_max_time(self.max_time)
         self.vb_prior_ = self._prior()
         return super().fit(X, y)
 
-    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
+    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         vb = _VB(K, Y, self.vb_prior_)
         s = vb.init(check_random_state(self.random_state))
         budget = Budget("BEMKL", None, self.max_time, unit="sweeps")

@@ -44,6 +44,7 @@ def alternating_mkl(
     criterion: str = "gap",
     name: str = "MKL",
     max_time: float | None = None,
+    sample_weight: np.ndarray | None = None,
 ) -> MKLFit:
     """Alternate SVM solves and the analytic weight step until the stopping rule holds.
 
@@ -75,13 +76,15 @@ def alternating_mkl(
     max_time : float, optional
         Wall-clock budget in seconds (checked between weight updates); hitting it or
         ``max_iter`` warns with :class:`~sklearn.exceptions.ConvergenceWarning`.
+    sample_weight : ndarray (N,), optional
+        Per-point box scaling ``0 ≤ α_i ≤ C·s_i`` (see :func:`.average.solve_at_weights`).
 
     Returns
     -------
     MKLFit
     """
     budget = Budget(name, max_iter, max_time, unit="weight updates")
-    s = solve_at_weights(K, Y, mu0, C, svc_tol)
+    s = solve_at_weights(K, Y, mu0, C, svc_tol, sample_weight=sample_weight)
     history = [s.J]
 
     def gap_of(state):
@@ -90,7 +93,9 @@ def alternating_mkl(
     n_iter = 0
     converged = criterion == "gap" and gap_of(s) <= tol
     while not converged and not budget.exhausted(n_iter):
-        new = solve_at_weights(K, Y, mu_step(s.mu**2 * s.H), C, svc_tol)
+        new = solve_at_weights(
+            K, Y, mu_step(s.mu**2 * s.H), C, svc_tol, sample_weight=sample_weight
+        )
         n_iter += 1
         history.append(new.J)
         if criterion == "gap":
@@ -126,6 +131,7 @@ def solve_lp_mkl(
     svc_tol: float,
     name: str = "LpMKL",
     max_time: float | None = None,
+    sample_weight: np.ndarray | None = None,
 ) -> MKLFit:
     """Lp-MKL by Kloft's analytic update, from the uniform point ``P^{-1/p}`` of the Lp sphere.
 
@@ -141,6 +147,8 @@ def solve_lp_mkl(
         As in :func:`alternating_mkl`.
     name : str
         Used in the convergence warning.
+    sample_weight : ndarray (N,), optional
+        Per-point box scaling ``0 ≤ α_i ≤ C·s_i`` (see :func:`.average.solve_at_weights`).
 
     Returns
     -------
@@ -149,7 +157,7 @@ def solve_lp_mkl(
     """
     P = K.shape[0]
     if np.isinf(p):
-        s = solve_at_weights(K, Y, np.ones(P), C, svc_tol)
+        s = solve_at_weights(K, Y, np.ones(P), C, svc_tol, sample_weight=sample_weight)
         return MKLFit(s, np.array([s.J]), 0, relative_gap(lp_support(s.H, p) - s.mu @ s.H, s.J))
     return alternating_mkl(
         K,
@@ -164,6 +172,7 @@ def solve_lp_mkl(
         criterion="objective",
         name=name,
         max_time=max_time,
+        sample_weight=sample_weight,
     )
 
 
@@ -198,6 +207,12 @@ class LpMKL(MKLClassifierBase):
     max_time : float or None, default=None
         Wall-clock budget in seconds; stopping on it (or on ``max_iter``) keeps the last
         weights and issues a ``ConvergenceWarning`` that names the limit.
+    class_weight : None, "balanced" or dict, default=None
+        Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
+        ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
 
     Attributes
     ----------
@@ -217,9 +232,17 @@ class LpMKL(MKLClassifierBase):
     """
 
     def __init__(
-        self, kernels="simplemkl", p=2.0, C=1.0, tol=1e-5, max_iter=1000, svc_tol=1e-6,
+        self,
+        kernels="simplemkl",
+        p=2.0,
+        C=1.0,
+        tol=1e-5,
+        max_iter=1000,
+        svc_tol=1e-6,
         max_time=None,
-    ):  # fmt: skip
+        class_weight=None,
+        kernel_names=None,
+    ):
         self.kernels = kernels
         self.p = p
         self.C = C
@@ -227,8 +250,10 @@ class LpMKL(MKLClassifierBase):
         self.max_iter = max_iter
         self.svc_tol = svc_tol
         self.max_time = max_time
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
-    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
+    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         fit = solve_lp_mkl(
             K,
             Y,
@@ -238,6 +263,7 @@ class LpMKL(MKLClassifierBase):
             max_iter=check_int("max_iter", self.max_iter),
             svc_tol=check_positive("svc_tol", self.svc_tol),
             max_time=check_max_time(self.max_time),
+            sample_weight=sample_weight,
         )
         store_fit(self, fit)
         self.normalized_weights_ = self.kernel_weights_ / self.kernel_weights_.sum()

@@ -339,6 +339,9 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
     max_time : float or None, default=None
         Wall-clock budget in seconds (also bounds a θ-step in progress); stopping on it keeps
         the last θ and 𝒜 and issues a ``ConvergenceWarning`` that names the limit.
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
 
     Attributes
     ----------
@@ -368,6 +371,7 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
         random_state=None,
         n_vertex_starts=10,
         max_time=None,
+        kernel_names=None,
     ):
         self.kernels = kernels
         self.n_components = n_components
@@ -378,8 +382,9 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
         self.random_state = random_state
         self.n_vertex_starts = n_vertex_starts
         self.max_time = max_time
+        self.kernel_names = kernel_names
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the embedding and the 1-NN classifier.
 
         Parameters
@@ -387,11 +392,21 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
         X : array (N, d), or (P, N, N) with ``kernels="precomputed"``
         y : array (N,)
             Class labels (at least two classes).
+        sample_weight : None
+            Not supported: any value raises ``NotImplementedError``. MKMMC has no per-point
+            loss to weight: its criterion is a pairwise graph over the training points, whose
+            kernel columns are also the embedding's coordinates, and 1-NN prediction has no
+            weighted form equal to repeating a row.
 
         Returns
         -------
         self
         """
+        if sample_weight is not None:
+            raise NotImplementedError(
+                "MKMMC does not support sample_weight: its maximum-margin-criterion graph and "
+                "1-NN rule have no per-sample loss to weight (see MKMMC.fit)"
+            )
         if self.theta_solver not in ("auto", "enumerate", "multistart"):
             raise ValueError(
                 "theta_solver must be 'auto', 'enumerate' or 'multistart'; "
@@ -403,7 +418,7 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
         if nv is not None and (not isinstance(nv, numbers.Integral) or nv < 0):
             raise ValueError(f"n_vertex_starts must be None or an integer >= 0; got {nv!r}")
         budget = Budget("MKMMC", self.max_iter, self.max_time, unit="alternations")
-        self.kernel_input_, K = KernelInput.fit(self.kernels, X)
+        self.kernel_input_, K = KernelInput.fit(self.kernels, X, kernel_names=self.kernel_names)
         K = np.asarray(K, dtype=np.float64)
         P, N, _ = K.shape
         self.classes_, codes = validate_labels(y, N)

@@ -70,6 +70,12 @@ class SGMKL(MKLClassifierBase):
     max_time : float or None, default=None
         Wall-clock budget in seconds; stopping on it (or on ``max_iter``) keeps the last
         weights and issues a ``ConvergenceWarning`` that names the limit.
+    class_weight : None, "balanced" or dict, default=None
+        Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
+        ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
 
     Attributes
     ----------
@@ -89,9 +95,17 @@ class SGMKL(MKLClassifierBase):
     """
 
     def __init__(
-        self, kernels="simplemkl", v=0.5, C=1.0, tol=1e-3, max_iter=500, svc_tol=1e-6,
+        self,
+        kernels="simplemkl",
+        v=0.5,
+        C=1.0,
+        tol=1e-3,
+        max_iter=500,
+        svc_tol=1e-6,
         max_time=None,
-    ):  # fmt: skip
+        class_weight=None,
+        kernel_names=None,
+    ):
         self.kernels = kernels
         self.v = v
         self.C = C
@@ -99,8 +113,10 @@ class SGMKL(MKLClassifierBase):
         self.max_iter = max_iter
         self.svc_tol = svc_tol
         self.max_time = max_time
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
-    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
+    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         v = check_v(self.v)
         fit = alternating_mkl(
             K,
@@ -115,6 +131,7 @@ class SGMKL(MKLClassifierBase):
             criterion="gap",
             name="SGMKL",
             max_time=check_max_time(self.max_time),
+            sample_weight=sample_weight,
         )
         store_fit(self, fit)
         self.normalized_weights_ = self.kernel_weights_ / self.kernel_weights_.sum()

@@ -219,6 +219,7 @@ def solve_simplemkl(
     mu0: np.ndarray | None = None,
     name: str = "SimpleMKL",
     max_time: float | None = None,
+    sample_weight: np.ndarray | None = None,
 ) -> MKLFit:
     """Run SimpleMKL until the relative duality gap is ``≤ tol`` (or ``max_iter`` iterations).
 
@@ -238,6 +239,8 @@ def solve_simplemkl(
         Used in warnings.
     max_time : float, optional
         Wall-clock budget in seconds (checked between iterations).
+    sample_weight : ndarray (N,), optional
+        Per-point box scaling ``0 ≤ α_i ≤ C·s_i`` (see :func:`.average.solve_at_weights`).
 
     Returns
     -------
@@ -247,7 +250,9 @@ def solve_simplemkl(
     P = K.shape[0]
 
     def evaluate(mu, gradient=True):
-        return solve_at_weights(K, Y, mu, C, svc_tol, gradient=gradient)
+        return solve_at_weights(
+            K, Y, mu, C, svc_tol, gradient=gradient, sample_weight=sample_weight
+        )
 
     def complete(state):
         return with_gradient(K, state)
@@ -298,6 +303,12 @@ class SimpleMKL(MKLClassifierBase):
     max_time : float or None, default=None
         Wall-clock budget in seconds; stopping on it (or on ``max_iter``) keeps the last
         weights and issues a ``ConvergenceWarning`` that names the limit.
+    class_weight : None, "balanced" or dict, default=None
+        Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
+        ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
 
     Attributes
     ----------
@@ -316,7 +327,15 @@ class SimpleMKL(MKLClassifierBase):
     """
 
     def __init__(
-        self, kernels="simplemkl", C=1.0, tol=1e-3, max_iter=500, svc_tol=1e-6, max_time=None
+        self,
+        kernels="simplemkl",
+        C=1.0,
+        tol=1e-3,
+        max_iter=500,
+        svc_tol=1e-6,
+        max_time=None,
+        class_weight=None,
+        kernel_names=None,
     ):
         self.kernels = kernels
         self.C = C
@@ -324,8 +343,10 @@ class SimpleMKL(MKLClassifierBase):
         self.max_iter = max_iter
         self.svc_tol = svc_tol
         self.max_time = max_time
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
-    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
+    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         fit = solve_simplemkl(
             K,
             Y,
@@ -334,5 +355,6 @@ class SimpleMKL(MKLClassifierBase):
             max_iter=check_int("max_iter", self.max_iter),
             svc_tol=check_positive("svc_tol", self.svc_tol),
             max_time=check_max_time(self.max_time),
+            sample_weight=sample_weight,
         )
         store_fit(self, fit)

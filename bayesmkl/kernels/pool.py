@@ -17,19 +17,25 @@ and each chunk is written into the preallocated NumPy output.
 Preprocessing order (spec §7.2): standardise features with training mean/sd -> base kernel ->
 centre with training statistics (``center=True``) -> unit-diagonal normalisation
 (``normalize=True``) -> cast to ``dtype``. Everything is computed in float64.
+
+Custom kernels (user callables, scikit-learn GP kernel objects, ``pairwise_kernels`` names) are
+specs too; they are evaluated one by one in NumPy and share the same preprocessing (see
+:mod:`bayesmkl.kernels.custom`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayesmkl._x64 import with_x64
+from bayesmkl.kernels import custom
 from bayesmkl.kernels import functions as F
 
 __all__ = [
@@ -191,16 +197,26 @@ class KernelSpec:
 
     Parameters
     ----------
-    kind : {"gauss", "poly", "linear"}
-    param : float or int or None
+    kind : {"gauss", "poly", "linear"}, pairwise kernel name, callable or sklearn Kernel
+        The package's own kernels, or a custom one (:mod:`bayesmkl.kernels.custom`): a
+        :func:`sklearn.metrics.pairwise.pairwise_kernels` name (``"rbf"``, ``"laplacian"``,
+        ``"sigmoid"``, ``"chi2"``, ``"cosine"``, ...; ``"poly"``/``"linear"`` with a dict
+        ``param`` also mean scikit-learn's), a callable ``k(X, Y) -> (len(X), len(Y))`` array,
+        or a :class:`sklearn.gaussian_process.kernels.Kernel` instance.
+    param : float or int or dict or None
         Width ``sigma > 0`` for ``"gauss"``; integer degree ``>= 1`` for ``"poly"``; ``None``
-        for ``"linear"``.
+        for ``"linear"``. For a pairwise name, its keyword parameters (e.g. ``{"gamma": 0.5}``);
+        for a callable, extra keyword arguments (or ``None``); ``None`` for a GP kernel. Custom
+        parameters are stored as a sorted tuple of ``(name, value)`` pairs.
     features : "all", "each", int, slice or sequence of int
         ``"all"`` uses every column; a tuple of column indices uses those columns; ``"each"``
         is a *template* that a pool expands at fit into one kernel per single feature.
         Stored as ``"all"``, ``"each"`` or a tuple of int.
     label : str, optional
         Shown instead of the feature list in :attr:`name` (e.g. a view name).
+    display_name : str, optional
+        The kernel's full name, replacing the derived one (per-feature templates append
+        ``[x<j>]``).
 
     Examples
     --------
@@ -210,16 +226,35 @@ class KernelSpec:
     'poly(d=2)[all]'
     >>> KernelSpec("gauss", 2, slice(0, 240)).name
     'gauss(s=2)[x0:240]'
+    >>> KernelSpec("rbf", {"gamma": 0.5}, [0, 1]).name
+    'rbf(gamma=0.5)[x0:2]'
     """
 
-    kind: str
-    param: float | int | None = None
+    kind: object
+    param: object = None
     features: str | tuple[int, ...] = "all"
     label: str | None = None
+    display_name: str | None = None
+    _family: str = field(default="", init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"kernel kind must be one of {KINDS}; got {self.kind!r}")
+        builtin = isinstance(self.kind, str) and (
+            self.kind == "gauss" or (self.kind in KINDS and not isinstance(self.param, Mapping))
+        )
+        if builtin:
+            self._check_builtin()
+            object.__setattr__(self, "_family", self.kind)
+        else:
+            family, _, params = custom.classify(self.kind, self.param)
+            object.__setattr__(self, "_family", family)
+            object.__setattr__(self, "param", None if family == "sklearn" else params)
+        object.__setattr__(self, "features", _coerce_features(self.features))
+        for attr in ("label", "display_name"):
+            value = getattr(self, attr)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"{attr} must be a string or None; got {value!r}")
+
+    def _check_builtin(self):
         p = self.param
         if self.kind == "gauss":
             if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)):
@@ -235,14 +270,27 @@ class KernelSpec:
         elif p is not None:
             raise ValueError(f"a linear kernel takes no parameter; got {p!r}")
         object.__setattr__(self, "param", p)
-        object.__setattr__(self, "features", _coerce_features(self.features))
-        if self.label is not None and not isinstance(self.label, str):
-            raise ValueError(f"label must be a string or None; got {self.label!r}")
+
+    @property
+    def family(self) -> str:
+        """``"gauss"``, ``"poly"``, ``"linear"``, or a custom family: ``"pairwise"``,
+        ``"sklearn"``, ``"callable"``."""
+        return self._family
+
+    @property
+    def is_custom(self) -> bool:
+        """True for a user callable, a scikit-learn kernel object or a pairwise kernel name."""
+        return self._family in custom.CUSTOM_FAMILIES
 
     @property
     def name(self) -> str:
-        """Readable name, e.g. ``gauss(s=0.25)[x7]``, ``poly(d=2)[all]``, ``linear[fou]``."""
+        """Readable name, e.g. ``gauss(s=0.25)[x7]``, ``poly(d=2)[all]``, ``linear[fou]``,
+        ``rbf(gamma=0.5)[all]``, ``callable:my_func[x0:4]``, or the ``display_name``."""
+        if self.display_name is not None:
+            return self.display_name
         feats = self.label if self.label is not None else _features_label(self.features)
+        if self.is_custom:
+            return f"{custom.head_name(self._family, self.kind, self.param or ())}[{feats}]"
         if self.kind == "gauss":
             head = f"gauss(s={_fmt_number(self.param)})"
         elif self.kind == "poly":
@@ -259,8 +307,17 @@ class KernelSpec:
     def expand(self, n_features: int) -> list[KernelSpec]:
         """Concrete specs for data with ``n_features`` columns (templates give one per column)."""
         if self.is_template:
-            return [KernelSpec(self.kind, self.param, (j,)) for j in range(n_features)]
+            dn = self.display_name
+            return [
+                KernelSpec(self.kind, self.param, (j,),
+                           display_name=None if dn is None else f"{dn}[x{j}]")
+                for j in range(n_features)
+            ]  # fmt: skip
         return [self]
+
+    def custom_parts(self) -> tuple[str, object, tuple]:
+        """``(family, kernel, params)`` of a custom spec, as :mod:`.custom` evaluates them."""
+        return self._family, self.kind, self.param or ()
 
 
 def _coerce_spec(s) -> KernelSpec:
@@ -270,7 +327,12 @@ def _coerce_spec(s) -> KernelSpec:
         return KernelSpec(**s)
     if isinstance(s, (tuple, list)):
         return KernelSpec(*s)
-    raise ValueError(f"cannot interpret {s!r} as a KernelSpec (kind, param, features)")
+    if callable(s):  # a bare callable or scikit-learn kernel object, on all features
+        return KernelSpec(s)
+    raise ValueError(
+        f"cannot interpret {s!r} as a KernelSpec (kind, param, features), a callable or a "
+        "scikit-learn kernel object"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -298,6 +360,8 @@ def _plan(specs: Sequence[KernelSpec], poly_offset: float) -> list[_Group]:
     subset: dict = {}
     single: dict = {}
     for i, s in enumerate(specs):
+        if s.is_custom:  # evaluated one by one (KernelPool._custom_kernel)
+            continue
         if s.kind == "gauss":
             fam, par = "gauss", (s.param, None)
         elif s.kind == "poly":
@@ -399,12 +463,21 @@ def _kernel_block(A, B, params, offsets, row_means, grand_means, *, family, degr
                   normalize):
     """Kernels ``(k, M, N)`` in float64 for one chunk (the cast to storage dtype is on copy)."""
     K, dA, dB = _raw_block(family, A, B, params, offsets, degrees)
+    # normalisation is a no-op for raw Gaussians (unit self-similarity)
+    normalize = normalize and (center or family in ("poly", "pf_poly"))
+    return _preprocess(K, dA, dB, row_means, grand_means, center=center, normalize=normalize)
+
+
+def _preprocess(K, dA, dB, row_means, grand_means, *, center, normalize):
+    """Centre and/or normalise raw kernels ``K: (k, M, N)`` given self-similarities ``dA: (k, M)``
+    of the rows and ``dB: (k, N)`` of the training points (and, for ``center``, the training
+    statistics ``row_means: (k, N)``, ``grand_means: (k,)``)."""
     if center:
         m_new = jnp.mean(K, axis=-1)  # (k, M): 1^T k(x*) / N
         K = F._center(K, row_means, grand_means)
         dA = dA - 2.0 * m_new + grand_means[:, None]
         dB = dB - 2.0 * row_means + grand_means[:, None]
-    if normalize and (center or family in ("poly", "pf_poly")):  # a no-op for raw Gaussians
+    if normalize:
         K = F._normalize(K, dA, dB, F._default_floor(dB))
     return K
 
@@ -718,6 +791,7 @@ class KernelPool:
                 or not math.isfinite(float(off)):
             raise ValueError(f"poly_offset must be a finite number; got {off!r}")
 
+    @with_x64
     def fit(self, X) -> KernelPool:
         """Learn the training statistics from ``X``.
 
@@ -765,6 +839,13 @@ class KernelPool:
                     for job in _run_group(g, Xs, Xs, center=False, normalize=False))
             for res, idx in _pipelined(jobs):
                 row_means[idx] = res.mean(axis=2)
+        for i, s in enumerate(specs):  # custom kernels: validated on the training data
+            if s.is_custom:
+                Ktr = custom.evaluate(*s.custom_parts(), _cols(Xs, s), _cols(Xs, s), name=s.name,
+                                      symmetric=True)
+                if self.center:
+                    row_means[i] = Ktr.mean(axis=1)
+        if self.center:
             grand = row_means.mean(axis=1)
         self.mean_, self.scale_ = mean, sd
         self.row_means_, self.grand_means_ = row_means, grand
@@ -788,6 +869,7 @@ class KernelPool:
             return (X - self.mean_) / self.scale_
         return X
 
+    @with_x64
     def train_kernels(self) -> np.ndarray:
         """Training kernels.
 
@@ -799,6 +881,7 @@ class KernelPool:
         self._require_fitted()
         return self._kernels(self.X_fit_, "training")
 
+    @with_x64
     def cross_kernels(self, Xnew) -> np.ndarray:
         """Kernels between new points (rows) and the training points (columns).
 
@@ -835,8 +918,33 @@ class KernelPool:
                 for job in _run_group(g, Xrows, self.X_fit_, **opts))
         for res, idx in _pipelined(jobs):
             _put(out, idx, res)  # casts to the storage dtype while copying
+        for i, s in enumerate(specs):
+            if s.is_custom:
+                out[i] = self._custom_kernel(i, s, Xrows)
         _check_finite_kernels(out, Xrows, specs, what)
         return out
+
+    def _custom_kernel(self, i: int, s: KernelSpec, Xrows: np.ndarray) -> np.ndarray:
+        """Kernel ``(M, N)`` of custom spec ``s`` (pool position ``i``), preprocessed in float64."""
+        A, B = _cols(Xrows, s), _cols(self.X_fit_, s)
+        parts = s.custom_parts()
+        K = custom.evaluate(*parts, A, B, name=s.name)[None]
+        stats = (None, None)
+        if self.center:
+            stats = (self.row_means_[i][None], self.grand_means_[i][None])
+        if self.normalize:
+            dA = custom.self_similarity(*parts, A, name=s.name)[None]
+            dB = custom.self_similarity(*parts, B, name=s.name)[None]
+        else:
+            dA, dB = np.ones((1, A.shape[0])), np.ones((1, B.shape[0]))
+        K = _preprocess(K, dA, dB, *stats, center=bool(self.center),
+                        normalize=bool(self.normalize))
+        return np.asarray(K[0])
+
+
+def _cols(X: np.ndarray, s: KernelSpec) -> np.ndarray:
+    """The columns of ``X`` a (non-template) spec reads."""
+    return X if s.features == "all" else X[:, list(s.features)]
 
 
 def _check_standardisation(X: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> None:
