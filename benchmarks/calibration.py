@@ -231,7 +231,8 @@ def write_markdown(result: dict, path: Path) -> None:
         "classes.",
         "",
         f"Machine: {result['machine']['cpu_count']} CPUs, load average at the end "
-        f"{result['machine'].get('loadavg_1_5_15')}; wall time {result['wall_s']:.0f} s.",
+        f"{result['machine'].get('loadavg_1_5_15')}; wall time {result['wall_s']:.0f} s "
+        "(summed over resumed runs).",
         "",
     ]
     for metric, fmt in (("logloss", ".3f"), ("ece", ".3f"), ("acc", ".3f"), ("brier", ".3f")):
@@ -289,6 +290,9 @@ def main(argv=None) -> int:
     p.add_argument("--num-samples", type=int, default=100)
     p.add_argument("--folds", type=int, default=3, help="calibration cross-fitting folds")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--resume", action="store_true", help="keep the data sets already in the results file"
+    )
     args = p.parse_args(argv)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
@@ -318,7 +322,20 @@ def main(argv=None) -> int:
         "bm3kl_info": {},
     }
     t_start = time.perf_counter()
+    path = RESULTS / f"{stem}.json"
+    if args.resume and path.is_file():
+        old = json.loads(path.read_text())
+        same = {k: v for k, v in old["config"].items() if k not in ("resume", "datasets")}
+        if same != {k: v for k, v in result["config"].items() if k not in ("resume", "datasets")}:
+            raise SystemExit(f"--resume: {path} was written with another configuration")
+        for key in ("datasets", "per_split", "criterion", "bm3kl_info"):
+            result[key] = old[key]
+        result["wall_s_earlier_runs"] = old.get("wall_s", 0.0)
+        result["config"]["datasets"] = list(dict.fromkeys(old["config"]["datasets"] + datasets))
+        print(f"resuming: keeping {', '.join(old['datasets'])}")
     for ds in datasets:
+        if ds in result["datasets"]:
+            continue
         try:
             X, y = load_uci(ds)
         except FileNotFoundError as exc:
@@ -348,9 +365,9 @@ def main(argv=None) -> int:
         result["per_split"][ds] = per
         result["criterion"][ds] = criterion(summ)
         result["bm3kl_info"][ds] = infos
-        result["wall_s"] = time.perf_counter() - t_start
+        result["wall_s"] = result.get("wall_s_earlier_runs", 0.0) + time.perf_counter() - t_start
         result["machine"]["loadavg_1_5_15"] = list(os.getloadavg())
-        (RESULTS / f"{stem}.json").write_text(json.dumps(result, indent=1))
+        path.write_text(json.dumps(result, indent=1))
         write_markdown(result, RESULTS / f"{stem}.md")
     crit = [c for c in result["criterion"].values() if c]
     both = sum(c["logloss_le_svc"] and c["ece_le_svc"] for c in crit)
