@@ -40,6 +40,7 @@ after every data set, so an interrupted run keeps what it finished.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -303,6 +304,7 @@ def main(argv=None) -> int:
         methods = [m for m in methods if m != "GPC"]
         stem = "calibration_quick"
 
+    import jax
     from sklearn.model_selection import StratifiedShuffleSplit
 
     from bayesmkl.datasets import find_uci_dir, load_uci
@@ -358,6 +360,11 @@ def main(argv=None) -> int:
                     row = metrics(P, codes)
                     row["fit_s"] = fit_s
                     per.setdefault(name, []).append(row)
+            # Every BM3KL fit compiles new executables that JAX's caches keep mapped (about
+            # 1,100 memory maps per fit); after ~60 fits LLVM cannot map more and the process
+            # segfaults (vm.max_map_count = 65530). Clearing the caches releases them.
+            jax.clear_caches()
+            gc.collect()
             done = {n: round(r[-1]["logloss"], 3) for n, r in per.items()}
             print(f"{ds} split {k}: log-loss {done}", flush=True)
         summ = summarise(per)
