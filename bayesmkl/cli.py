@@ -256,6 +256,7 @@ def _classifier(args, kernels):
         num_samples=args.num_samples,
         num_chains=args.chains,
         binary_mode=args.binary_mode,
+        calibration=None if args.raw_proba else "cv",
         random_state=args.seed,
         progress_bar=not args.no_progress,
     )
@@ -401,6 +402,12 @@ def _add_sampler_args(p, *, chains_default: int) -> None:
         choices=("single", "ova"),
         default="single",
         help="two classes: one classifier or one-vs-all (default single)",
+    )
+    g.add_argument(
+        "--raw-proba",
+        action="store_true",
+        help="the paper's probabilities softmax(psi(f)) instead of the calibrated default "
+        "(calibration=None: no cross-fitting refits)",
     )
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
