@@ -294,6 +294,7 @@ def main(argv=None) -> int:
     p.add_argument(
         "--resume", action="store_true", help="keep the data sets already in the results file"
     )
+    p.add_argument("--stem", default=None, help="results file name (default calibration[_quick])")
     args = p.parse_args(argv)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
@@ -303,6 +304,7 @@ def main(argv=None) -> int:
         args.num_warmup, args.num_samples = 60, 40
         methods = [m for m in methods if m != "GPC"]
         stem = "calibration_quick"
+    stem = args.stem or stem
 
     import jax
     from sklearn.model_selection import StratifiedShuffleSplit
@@ -327,8 +329,9 @@ def main(argv=None) -> int:
     path = RESULTS / f"{stem}.json"
     if args.resume and path.is_file():
         old = json.loads(path.read_text())
-        same = {k: v for k, v in old["config"].items() if k not in ("resume", "datasets")}
-        if same != {k: v for k, v in result["config"].items() if k not in ("resume", "datasets")}:
+        skip = ("resume", "datasets", "stem")
+        same = {k: v for k, v in old["config"].items() if k not in skip}
+        if same != {k: v for k, v in result["config"].items() if k not in skip}:
             raise SystemExit(f"--resume: {path} was written with another configuration")
         for key in ("datasets", "per_split", "criterion", "bm3kl_info"):
             result[key] = old[key]
