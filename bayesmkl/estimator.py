@@ -224,6 +224,14 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         Training labels (stored in the DataTree's ``observed_data``).
     kernel_input_ : KernelInput
         The fitted pool (or the precomputed shape) used to build test kernels.
+    calibrator_ : bayesmkl.calibration.Calibrator or None
+        The fitted map ``(T, β)`` (``None`` with ``calibration=None``).
+    oof_log_predictive_ : ndarray (N,) or None
+        Calibrated log predictive of each training label under the fold fit that held it out
+        (see :meth:`loo_kfold`).
+    log_likelihood_ : ndarray (chains, draws, N)
+        Per draw, the log probability of each training label under the fitted rule (the
+        DataTree's ``log_likelihood`` group).
 
     See Also
     --------
