@@ -282,6 +282,7 @@ def _classifier(args, kernels):
         num_chains=args.chains,
         binary_mode=args.binary_mode,
         kernel_dtype=args.kernel_dtype,
+        calibration=None if args.raw_proba else "cv",
         random_state=args.seed,
         progress_bar=not args.no_progress,
     )
@@ -436,6 +437,12 @@ def _add_sampler_args(p, *, chains_default: int) -> None:
         choices=("float64", "float32"),
         default="float64",
         help="storage of the kernels; float32 halves their memory (default float64)",
+    )
+    g.add_argument(
+        "--raw-proba",
+        action="store_true",
+        help="the paper's probabilities softmax(psi(f)) instead of the calibrated default "
+        "(calibration=None: no cross-fitting refits)",
     )
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 

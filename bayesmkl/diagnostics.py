@@ -13,6 +13,8 @@ sample_stats      ``acceptance_rate``,        (chain, draw)
                   ``diverging``, ``lp``,
                   ``step_size``
 observed_data     ``y``                       (obs,)
+log_likelihood    ``y``                       (chain, draw, obs)  (when given: log probability
+                                              of each training label per draw, for ``az.loo``)
 posterior_        ``y``                       (chain, draw, obs)  (only from
 predictive                                    :func:`add_posterior_predictive`)
 predictions       ``proba``                   (chain, draw, obs, class)  (only from
@@ -99,6 +101,7 @@ def build_datatree(
     kernel_names,
     classes,
     y=None,
+    log_likelihood=None,
     attrs: dict | None = None,
 ) -> xr.DataTree:
     """Build the ArviZ ``DataTree`` of a BM3KL fit.
@@ -117,13 +120,17 @@ def build_datatree(
         Class labels (used for the ``classifier`` coordinate).
     y : array (N,), optional
         Training labels, stored in ``observed_data``.
+    log_likelihood : array (chains, draws, N), optional
+        Pointwise log-likelihood of the training labels (group ``log_likelihood``, variable
+        ``y``), which ``arviz.loo`` and ``arviz.compare`` read.
     attrs : dict, optional
         Root attributes.
 
     Returns
     -------
     xarray.DataTree
-        Groups ``posterior``, ``sample_stats`` and (with ``y``) ``observed_data``.
+        Groups ``posterior``, ``sample_stats``, (with ``y``) ``observed_data`` and (with
+        ``log_likelihood``) ``log_likelihood``.
     """
     posterior = {k: np.asarray(v) for k, v in posterior.items()}
     C = (
@@ -144,6 +151,9 @@ def build_datatree(
     }
     if y is not None:
         data["observed_data"] = {"y": _storable(np.asarray(y))}
+        dims["y"] = ["obs"]
+    if log_likelihood is not None:
+        data["log_likelihood"] = {"y": np.asarray(log_likelihood, dtype=float)}
         dims["y"] = ["obs"]
     tree_attrs = {"/": dict(attrs)} if attrs else None
     return from_dict(data, coords=coords, dims=dims, attrs=tree_attrs, check_conventions=False)

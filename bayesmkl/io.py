@@ -228,6 +228,7 @@ def save(clf, path) -> Path:
         "n_iter": int(clf.n_iter_),
         "random_seed": int(clf.random_seed_),
         "pool": None,
+        "calibrator": _calibrator_to_json(clf),
     }
     if kin.pool is not None:
         meta, arrays = pool_to_state(kin.pool)
@@ -325,6 +326,7 @@ def _from_tree(tree):
     clf.kernel_weights_ = clf.posterior_["w"].mean(axis=(0, 1))
     clf.n_iter_ = int(state["n_iter"])
     clf.random_seed_ = int(state["random_seed"])
+    _calibrator_from_json(clf, state.get("calibrator"), tree)
     return clf
 
 
@@ -422,6 +424,26 @@ def _verify_checksums(path: Path) -> None:
 
 class _Corrupt(Exception):
     pass
+
+
+def _calibrator_to_json(clf):
+    """Calibration map and out-of-fold log predictive as JSON (floats round-trip exactly)."""
+    cal = getattr(clf, "calibrator_", None)
+    oof = getattr(clf, "oof_log_predictive_", None)
+    return {"map": None if cal is None else cal.to_dict(),
+            "oof_log_predictive": None if oof is None else np.asarray(oof).tolist()}  # fmt: skip
+
+
+def _calibrator_from_json(clf, d, tree):
+    """Inverse of :func:`_calibrator_to_json`; the log-likelihood comes from its tree group."""
+    from bayesmkl.calibration import Calibrator
+
+    d = d or {}
+    clf.calibrator_ = None if d.get("map") is None else Calibrator.from_dict(d["map"])
+    oof = d.get("oof_log_predictive")
+    clf.oof_log_predictive_ = None if oof is None else np.asarray(oof, dtype=float)
+    if "log_likelihood" in tree.children:
+        clf.log_likelihood_ = np.asarray(tree["log_likelihood"]["y"].values)
 
 
 def _version() -> str:

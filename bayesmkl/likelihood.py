@@ -32,6 +32,19 @@ def margin_slack(f, delta):
     return 1.0 - delta * f
 
 
+def log_pseudo_likelihood_terms(f, delta, gamma0):
+    """Elementwise terms of :func:`log_pseudo_likelihood`, shape of ``f``.
+
+    Summed over the classifier axis they give each training point's factor in the posterior
+    (e.g. for leave-one-out importance ratios).
+    """
+    zeta = margin_slack(f, delta)
+    if float(gamma0) == 0.0:
+        return -2.0 * jnp.maximum(zeta, 0.0)
+    s = s_of(gamma0)
+    return jnp.log(gamma0 / s) - zeta - s * jnp.abs(zeta)
+
+
 def log_pseudo_likelihood(f, delta, gamma0):
     """Marginal log pseudo-likelihood summed over all (c, i): log L (γ0 = 0) or log L' (γ0 > 0).
 
@@ -42,11 +55,7 @@ def log_pseudo_likelihood(f, delta, gamma0):
     gamma0 : float
         Rate of the Exp(γ0) prior on λ; 0 selects the flat prior and the hinge form (2).
     """
-    zeta = margin_slack(f, delta)
-    if float(gamma0) == 0.0:
-        return -2.0 * jnp.sum(jnp.maximum(zeta, 0.0))
-    s = s_of(gamma0)
-    return jnp.sum(jnp.log(gamma0 / s) - zeta - s * jnp.abs(zeta))
+    return jnp.sum(log_pseudo_likelihood_terms(f, delta, gamma0))
 
 
 def log_augmented_likelihood(f, delta, lam):

@@ -65,6 +65,20 @@ def draw_probabilities(F, gamma0):
 
 
 @with_x64
+def draw_log_probabilities(F, gamma0):
+    """Per-draw log class probabilities ``(S, M, K)``: the log of :func:`draw_probabilities`.
+
+    Computed as ``log_softmax`` (or ``log σ``), so it stays finite where the probability
+    underflows to 0.
+    """
+    scores = psi(F, gamma0)
+    if F.shape[-1] == 1:
+        return jnp.stack([jax.nn.log_sigmoid(-scores[..., 0]), jax.nn.log_sigmoid(scores[..., 0])],
+                         axis=-1)  # fmt: skip
+    return jax.nn.log_softmax(scores, axis=-1)
+
+
+@with_x64
 def predictive_proba(F, gamma0):
     """Posterior predictive probabilities (P1): the mean over draws of :func:`draw_probabilities`.
 
