@@ -4,14 +4,16 @@ The heart of the package is BM3KL (Du et al., "Efficient Bayesian Maximum Margin
 Learning", ECML PKDD 2016), sampled with NumPyro/JAX. Deterministic and variational MKL methods
 live in :mod:`bayesmkl.baselines`.
 
-Importing the package switches JAX to 64-bit floats (``jax_enable_x64``): the Gibbs sampler's
-linear algebra needs it (the augmentation variables span more than ten orders of magnitude).
-Kernels may still be *stored* in float32.
+64-bit floats: the Gibbs sampler's linear algebra needs them (the augmentation variables span
+more than ten orders of magnitude). Importing the package does **not** change JAX's global
+``jax_enable_x64``: every public entry point (estimator and baseline methods, ``KernelPool``,
+``bayesmkl.kernels.functions``, ``bayesmkl.predict``) switches 64-bit mode on for the duration of
+its call only, so a float32 JAX program of yours is unaffected. Code that drives the low-level
+NumPyro kernel :class:`bayesmkl.inference.BM3KL` (or :mod:`bayesmkl.random`,
+:mod:`bayesmkl.likelihood`) itself must enable x64 (``numpyro.enable_x64()``). Kernels may be
+*stored* in float32 (``KernelPool(dtype=np.float32)``, ``kernel_dtype="float32"``); see
+:mod:`bayesmkl._x64` for where float32 is allowed and why float64 is required elsewhere.
 """
-
-import numpyro as _numpyro
-
-_numpyro.enable_x64()
 
 __version__ = "0.1.0.dev0"
 

@@ -11,7 +11,12 @@ Sub-commands
 ``bayesmkl predict MODEL.nc DATA.csv``
     Write class probabilities of the rows of a CSV (with or without a label column).
 
-Bad paths and malformed CSV files end with one line on stderr and exit status 2.
+Every error ends with one line on stderr ("bayesmkl: error: ...") and a non-zero exit status,
+never a traceback: 2 for bad input (paths, malformed CSV files, refused data or parameters,
+corrupt or damaged model files), 1 for failures while running (not enough memory, a diverged
+sampler, non-finite predictions, an output that cannot be written, a closed pipe as in
+``bayesmkl predict ... | head``), 130 for Ctrl-C. ``BAYESMKL_DEBUG=1`` shows the traceback of an
+unexpected error instead.
 
 The JAX compilation cache is kept in ``$BAYESMKL_CACHE_DIR`` (default
 ``~/.cache/bayesmkl/jax``) so that repeated runs on data of the same shape skip most of the
@@ -67,6 +72,21 @@ def _label_array(labels: list[str]) -> np.ndarray:
         return np.asarray(labels, dtype=str)
 
 
+_OTHER_DELIMITERS = (("\t", "tab", r"tr '\t' ','"), (";", "semicolon", "tr ';' ','"))
+
+
+def _delimiter_hint(rows: list[list[str]]) -> str:
+    """A hint when the rows look separated by tabs or semicolons instead of commas."""
+    sample = [c for r in rows[:20] for c in r]
+    for sep, name, fix in _OTHER_DELIMITERS:
+        if sum(sep in c for c in sample) >= max(1, len(rows[:20]) // 2):
+            return (
+                f" (the file looks {name}-separated, but bayesmkl reads comma-separated "
+                f"values: convert it first, e.g. with {fix})"
+            )
+    return ""
+
+
 def read_csv(path, has_label: bool = True):
     """Read a numeric CSV, optionally with a header row and a label in the last column.
 
@@ -99,6 +119,7 @@ def read_csv(path, has_label: bool = True):
     if not rows:
         raise CLIError(f"{path} is empty")
     rows = [[c.strip() for c in r] for r in rows]
+    hint = _delimiter_hint(rows)
     n_feat = len(rows[0]) - (1 if has_label else 0)
     header = None
     first_features = rows[0][:n_feat] if n_feat > 0 else rows[0]
@@ -108,18 +129,20 @@ def read_csv(path, has_label: bool = True):
             raise CLIError(f"{path} has a header but no data rows")
     width = len(header) if header is not None else len(rows[0])
     if has_label and width < 2:
-        raise CLIError(f"{path} has {width} column(s); expected features and a label column")
+        raise CLIError(f"{path} has {width} column(s); expected features and a label column{hint}")
     values = []
     for i, r in enumerate(rows):
         line = i + 1 + (header is not None)
         if len(r) != width:
-            raise CLIError(f"{path}, line {line}: {len(r)} fields, expected {width}")
+            raise CLIError(f"{path}, line {line}: {len(r)} fields, expected {width}{hint}")
         feats = r[: width - 1] if has_label else r
         nums = []
         for j, c in enumerate(feats):
             v = _float(c)
             if v is None or not np.isfinite(v):
-                raise CLIError(f"{path}, line {line}, column {j + 1}: {c!r} is not a finite number")
+                raise CLIError(
+                    f"{path}, line {line}, column {j + 1}: {c!r} is not a finite number{hint}"
+                )
             nums.append(v)
         values.append(nums)
     X = np.asarray(values, dtype=np.float64)
@@ -219,6 +242,8 @@ def _make_out(path) -> Path:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CLIError(f"cannot create output directory {out}: {exc.strerror}") from None
+    if not os.access(out, os.W_OK | os.X_OK):  # checked before a long fit, not after it
+        raise CLIError(f"output directory {out} is not writable")
     return out
 
 
@@ -256,6 +281,8 @@ def _classifier(args, kernels):
         num_samples=args.num_samples,
         num_chains=args.chains,
         binary_mode=args.binary_mode,
+        kernel_dtype=args.kernel_dtype,
+        calibration=None if args.raw_proba else "cv",
         random_state=args.seed,
         progress_bar=not args.no_progress,
     )
@@ -335,7 +362,10 @@ def cmd_predict(args) -> int:
     proba = clf.predict_proba(X)
     pred = clf.classes_[np.argmax(proba, axis=1)]
     header = [f"p_{c}" for c in clf.classes_.tolist()] + ["predicted"]
-    fh = open(args.out, "w", newline="") if args.out else sys.stdout
+    try:
+        fh = open(args.out, "w", newline="") if args.out else sys.stdout
+    except OSError as exc:
+        raise CLIError(f"cannot write {args.out}: {exc.strerror or exc}") from None
     try:
         writer = csv.writer(fh)
         writer.writerow(header)
@@ -401,6 +431,18 @@ def _add_sampler_args(p, *, chains_default: int) -> None:
         choices=("single", "ova"),
         default="single",
         help="two classes: one classifier or one-vs-all (default single)",
+    )
+    g.add_argument(
+        "--kernel-dtype",
+        choices=("float64", "float32"),
+        default="float64",
+        help="storage of the kernels; float32 halves their memory (default float64)",
+    )
+    g.add_argument(
+        "--raw-proba",
+        action="store_true",
+        help="the paper's probabilities softmax(psi(f)) instead of the calibrated default "
+        "(calibration=None: no cross-fitting refits)",
     )
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
@@ -497,15 +539,47 @@ def main(argv=None) -> int:
         _enable_jax_cache()
         return int(args.func(args) or 0)
     except CLIError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
-    except ImportError as exc:  # e.g. h5py missing for netCDF output
-        print(f"{PROG}: error: {exc}".splitlines()[0], file=sys.stderr)
-        return 2
-    except ValueError as exc:  # invalid hyper-parameters, data the estimator refuses
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        print(f"{PROG}: error: {msg}", file=sys.stderr)
-        return 2
+        return _fail(exc, 2)
+    except BrokenPipeError:
+        _silence_stdout()  # the reader went away (e.g. `| head`): no flush error at exit
+        return _fail("output closed before all rows were written (broken pipe)", 1)
+    except MemoryError as exc:  # also KernelMemoryError, which says how much was needed
+        if isinstance(exc, ValueError):
+            return _fail(exc, 1)
+        return _fail(f"out of memory{': ' + str(exc) if str(exc) else ''}", 1)
+    except FloatingPointError as exc:  # diverged sampler, non-finite predictions
+        return _fail(exc, 1)
+    except (ImportError, ValueError) as exc:  # invalid parameters, refused data, bad files
+        return _fail(exc, 2)
+    except OSError as exc:  # e.g. an output file or directory that cannot be written
+        where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
+        return _fail(f"cannot access{where}: {exc.strerror or exc}", 1)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+    except Exception as exc:
+        if os.environ.get("BAYESMKL_DEBUG"):
+            raise
+        return _fail(f"internal error ({type(exc).__name__}: {exc}); BAYESMKL_DEBUG=1 shows "
+                     "the traceback", 1)  # fmt: skip
+
+
+def _fail(msg, code: int) -> int:
+    """Print ``msg`` as one line on stderr and return ``code``."""
+    text = str(msg).strip()
+    line = text.splitlines()[0] if text else type(msg).__name__
+    try:
+        print(f"{PROG}: error: {line}", file=sys.stderr)
+    except (OSError, ValueError):  # stderr closed too
+        pass
+    return code
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout replaced (tests) or already closed
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -27,7 +27,15 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["MFEAT_VIEWS", "find_uci_dir", "load_demo", "load_mfeat", "load_uci", "uci_search_path"]
+__all__ = [
+    "MFEAT_VIEWS",
+    "find_uci_dir",
+    "load_demo",
+    "load_mfeat",
+    "load_uci",
+    "make_duplicated_rows",
+    "uci_search_path",
+]
 
 ENV_VAR = "BAYESMKL_DATA"
 _RELATIVE = Path("..") / "shared" / "data" / "uci"
@@ -245,3 +253,32 @@ def load_demo() -> tuple[np.ndarray, np.ndarray, list[str]]:
     X = np.asarray(data.data, dtype=np.float64)
     y = np.asarray(data.target, dtype=np.int64)
     return X, y, [str(n) for n in data.feature_names]
+
+
+def make_duplicated_rows(n: int = 350, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Three low-cardinality features (one a rare binary) and a logistic label: many duplicated
+    rows (12 distinct for the defaults), hence rank-deficient kernels.
+
+    The data of ``../shared/repro/nan_divergence.py`` (issue 11), on which the sampler used to
+    return all-NaN draws; used by the tests and ``benchmarks/stress.py``.
+
+    Parameters
+    ----------
+    n : int
+        Number of rows.
+    seed : int
+        Seed of ``numpy.random.default_rng`` (1 reproduces the repro script).
+
+    Returns
+    -------
+    X : ndarray (n, 3), standardised
+    y : ndarray (n,), int 0/1
+    """
+    rng = np.random.default_rng(seed)
+    cls = rng.choice(4, n, p=[0.15, 0.13, 0.32, 0.40]).astype(float)  # ordinal, 4 levels
+    age = (rng.random(n) < 0.05).astype(float)  # rare binary
+    sex = (rng.random(n) < 0.79).astype(float)
+    X = np.column_stack([cls, age, sex])
+    logit = -1.2 * sex + 0.8 * age - 0.5 * (cls - 1.5) + 0.2
+    y = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
+    return (X - X.mean(0)) / X.std(0), y

@@ -13,13 +13,24 @@ sample_stats      ``acceptance_rate``,        (chain, draw)
                   ``diverging``, ``lp``,
                   ``step_size``
 observed_data     ``y``                       (obs,)
+log_likelihood    ``y``                       (chain, draw, obs)  (when given: log probability
+                                              of each training label per draw, for ``az.loo``)
+posterior_        ``y``                       (chain, draw, obs)  (only from
+predictive                                    :func:`add_posterior_predictive`)
 predictions       ``proba``                   (chain, draw, obs, class)  (only from
                                               :func:`add_predictions`)
 ================  ==========================  ==============================================
 
 ``lp`` is ``-potential_energy`` of the augmented model (the log joint up to a constant).
 ``classifier`` names the one-vs-all problems: the class labels, or, for the single binary
-classifier (spec §1.2), the positive class only.
+classifier (spec §1.2), the positive class only. The ``classifier`` and ``class`` coordinates keep
+the labels' type (so ``.sel(classifier=1)`` works for integer labels); labels netCDF cannot hold
+(Python objects) become strings.
+
+``posterior_predictive.y`` holds replicated training labels, one per draw, drawn from that draw's
+predictive probabilities; with ``observed_data.y`` it makes ArviZ's posterior predictive checks
+work, e.g. ``arviz_plots.plot_ppc_pava`` (calibration; labels 0/1, or 0..K−1 with
+``data_type="categorical"``) and ``arviz_plots.plot_ppc_rootogram`` (class counts).
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ from arviz_base import from_dict
 
 __all__ = [
     "POSTERIOR_DIMS",
+    "add_posterior_predictive",
     "add_predictions",
     "build_datatree",
     "classifier_labels",
@@ -48,17 +60,17 @@ POSTERIOR_DIMS = {
 }
 
 
-def classifier_labels(classes, n_classifiers: int) -> list[str]:
-    """Names of the one-vs-all problems: ``[str(classes[1])]`` for one binary classifier.
+def classifier_labels(classes, n_classifiers: int) -> list:
+    """Names of the one-vs-all problems: ``[classes[1]]`` for one binary classifier.
 
     Parameters
     ----------
     classes : array (K,)
-        Class labels.
+        Class labels; their type is kept (Python objects become strings).
     n_classifiers : int
         C, the number of rows of ``a``.
     """
-    classes = [str(c) for c in np.asarray(classes).tolist()]
+    classes = _storable(np.asarray(classes)).tolist()
     if n_classifiers == 1:
         return [classes[1]]
     return classes[:n_classifiers]
@@ -89,6 +101,7 @@ def build_datatree(
     kernel_names,
     classes,
     y=None,
+    log_likelihood=None,
     attrs: dict | None = None,
 ) -> xr.DataTree:
     """Build the ArviZ ``DataTree`` of a BM3KL fit.
@@ -107,13 +120,17 @@ def build_datatree(
         Class labels (used for the ``classifier`` coordinate).
     y : array (N,), optional
         Training labels, stored in ``observed_data``.
+    log_likelihood : array (chains, draws, N), optional
+        Pointwise log-likelihood of the training labels (group ``log_likelihood``, variable
+        ``y``), which ``arviz.loo`` and ``arviz.compare`` read.
     attrs : dict, optional
         Root attributes.
 
     Returns
     -------
     xarray.DataTree
-        Groups ``posterior``, ``sample_stats`` and (with ``y``) ``observed_data``.
+        Groups ``posterior``, ``sample_stats``, (with ``y``) ``observed_data`` and (with
+        ``log_likelihood``) ``log_likelihood``.
     """
     posterior = {k: np.asarray(v) for k, v in posterior.items()}
     C = (
@@ -135,6 +152,9 @@ def build_datatree(
     if y is not None:
         data["observed_data"] = {"y": _storable(np.asarray(y))}
         dims["y"] = ["obs"]
+    if log_likelihood is not None:
+        data["log_likelihood"] = {"y": np.asarray(log_likelihood, dtype=float)}
+        dims["y"] = ["obs"]
     tree_attrs = {"/": dict(attrs)} if attrs else None
     return from_dict(data, coords=coords, dims=dims, attrs=tree_attrs, check_conventions=False)
 
@@ -148,7 +168,7 @@ def add_predictions(tree: xr.DataTree, proba, classes) -> xr.DataTree:
     proba : array (chains, draws, M, K)
         Per-draw predictive probabilities of M new points (each row sums to 1).
     classes : array (K,)
-        Class labels (coordinate ``class``, stored as strings).
+        Class labels (coordinate ``class``, of the labels' type).
 
     Returns
     -------
@@ -162,11 +182,61 @@ def add_predictions(tree: xr.DataTree, proba, classes) -> xr.DataTree:
             "chain": np.arange(chains),
             "draw": np.arange(draws),
             "obs": np.arange(M),
-            "class": [str(c) for c in np.asarray(classes).tolist()],
+            "class": _storable(np.asarray(classes)),
         },
     )
     out = tree.copy()
     out["predictions"] = xr.DataTree(ds)
+    return out
+
+
+def add_posterior_predictive(
+    tree: xr.DataTree, proba, classes, y=None, *, random_state=0
+) -> xr.DataTree:
+    """Return a copy of ``tree`` with replicated training labels in ``posterior_predictive``.
+
+    For every draw (c, d) and training point i, ``y_rep[c, d, i]`` is drawn from the categorical
+    distribution ``proba[c, d, i, :]`` (one draw of each point per posterior draw, so the groups
+    have ArviZ's shapes), with NumPy's generator seeded by ``random_state``.
+
+    Parameters
+    ----------
+    tree : xarray.DataTree
+        A tree from :func:`build_datatree`.
+    proba : array (chains, draws, N, K)
+        Per-draw predictive probabilities of the N training points (rows sum to 1).
+    classes : array (K,)
+        Class labels; ``y_rep`` holds labels of the same type as ``observed_data.y``.
+    y : array (N,), optional
+        Observed labels; (re)written to ``observed_data`` when given.
+    random_state : int, numpy Generator or None, default 0
+
+    Returns
+    -------
+    xarray.DataTree
+        With ``posterior_predictive.y`` (dims ``chain, draw, obs``) and ``observed_data.y``.
+    """
+    proba = np.asarray(proba, dtype=np.float64)
+    chains, draws, N, K = proba.shape
+    labels = _storable(np.asarray(classes))
+    if labels.shape != (K,):
+        raise ValueError(f"got {labels.size} classes for probabilities over {K} classes")
+    rng = np.random.default_rng(random_state)
+    cdf = np.cumsum(proba, axis=-1)
+    u = rng.uniform(size=(chains, draws, N, 1)) * cdf[..., -1:]  # rows sum to 1 up to rounding
+    codes = np.minimum(np.sum(cdf <= u, axis=-1), K - 1)  # inverse-CDF draw
+    coords = {"chain": np.arange(chains), "draw": np.arange(draws), "obs": np.arange(N)}
+    out = tree.copy()
+    out["posterior_predictive"] = xr.DataTree(
+        xr.Dataset({"y": (("chain", "draw", "obs"), labels[codes])}, coords=coords)
+    )
+    if y is not None:
+        y = _storable(np.asarray(y))
+        if y.shape != (N,):
+            raise ValueError(f"y has shape {y.shape}; expected ({N},) like the probabilities")
+        out["observed_data"] = xr.DataTree(
+            xr.Dataset({"y": (("obs",), y)}, coords={"obs": np.arange(N)})
+        )
     return out
 
 

@@ -14,11 +14,22 @@ Layout (written with the ``h5netcdf`` engine; readable by ``arviz``/``xarray.ope
 
 Draws and pool arrays are float64 and round-trip bitwise, so predictions after :func:`load`
 equal those before :func:`save`. No pickle is used: a file cannot run code when loaded.
+
+Integrity (format 2): after writing, the SHA-256 of the stored bytes of every HDF5 dataset
+(every array and coordinate of every group) and of the two JSON attributes is recorded in the
+root attribute ``bayesmkl_sha256``; :func:`load` recomputes them before decoding anything and
+raises a ``ValueError`` naming the file and the arrays when one differs, so a flipped byte in
+the draws or the pool can never change predictions silently. :func:`save` refuses draws that
+are not finite, and :func:`load` refuses them too (files written before the checks existed).
+The file is written to a temporary name and renamed, so a failed save leaves no partial file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +40,9 @@ from bayesmkl.kernels.pool import KernelPool, KernelSpec
 
 __all__ = ["FORMAT_VERSION", "load", "pool_from_state", "pool_to_state", "save"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+CHECKSUM_ATTR = "bayesmkl_sha256"
+_JSON_ATTRS = ("bayesmkl_params", "bayesmkl_state")
 _POOL_ARRAYS = {
     "X_fit_": ("X_fit", ("train_obs", "feature")),
     "mean_": ("mean", ("feature",)),
@@ -46,7 +59,20 @@ _POOL_ARRAYS = {
 
 def _spec_to_json(s: KernelSpec) -> dict:
     feats = s.features if isinstance(s.features, str) else list(s.features)
-    return {"kind": s.kind, "param": s.param, "features": feats, "label": s.label}
+    if s.family in ("callable", "sklearn"):
+        raise ValueError(
+            f"kernel '{s.name}' is a user callable or a scikit-learn kernel object, which a "
+            "netCDF file cannot hold (and loading must not run code); save the classifier with "
+            "pickle/joblib instead, or use a pairwise kernel name such as ('rbf', {'gamma': g})"
+        )
+    param = dict(s.param) if s.family == "pairwise" else s.param
+    return {
+        "kind": s.kind,
+        "param": param,
+        "features": feats,
+        "label": s.label,
+        "display_name": s.display_name,
+    }
 
 
 def pool_to_state(pool: KernelPool) -> tuple[dict, dict]:
@@ -90,7 +116,7 @@ def pool_from_state(meta: dict, arrays: dict | None = None) -> KernelPool:
     specs = [
         KernelSpec(d["kind"], d["param"],
                    d["features"] if isinstance(d["features"], str) else tuple(d["features"]),
-                   d.get("label"))
+                   d.get("label"), d.get("display_name"))
         for d in meta["recipe"]
     ]  # fmt: skip
     pool = KernelPool(
@@ -122,6 +148,11 @@ def _params_to_json(params: dict) -> dict:
             value = {"KernelPool": pool_to_state(value)[0]}
         elif name == "random_state" and not (value is None or isinstance(value, int | np.integer)):
             value = None  # generators are not stored; the seed used is in the state
+        elif name == "kernel_names" and value is not None:
+            value = [str(v) for v in value]
+        elif name == "class_weight" and isinstance(value, dict):
+            # JSON keys are strings: keep the label type by storing (label, weight) pairs
+            value = {"items": [[_plain(k), float(v)] for k, v in value.items()]}
         elif isinstance(value, np.ndarray | list | tuple):
             value = np.asarray(value, dtype=float).tolist()
         elif isinstance(value, np.generic):
@@ -135,7 +166,14 @@ def _params_from_json(params: dict) -> dict:
     k = params.get("kernels")
     if isinstance(k, dict) and "KernelPool" in k:
         params["kernels"] = pool_from_state(k["KernelPool"])
+    cw = params.get("class_weight")
+    if isinstance(cw, dict) and "items" in cw:
+        params["class_weight"] = {k: v for k, v in cw["items"]}
     return params
+
+
+def _plain(v):
+    return v.item() if isinstance(v, np.generic) else v
 
 
 def _labels_to_json(labels: np.ndarray) -> dict:
@@ -173,6 +211,7 @@ def save(clf, path) -> Path:
 
     check_is_fitted(clf, "posterior_")
     path = Path(path)
+    _refuse_nonfinite(clf.posterior_, f"refusing to save {path}")
     tree = clf.to_datatree()
     kin = clf.kernel_input_
     state = {
@@ -189,6 +228,7 @@ def save(clf, path) -> Path:
         "n_iter": int(clf.n_iter_),
         "random_seed": int(clf.random_seed_),
         "pool": None,
+        "calibrator": _calibrator_to_json(clf),
     }
     if kin.pool is not None:
         meta, arrays = pool_to_state(kin.pool)
@@ -201,7 +241,14 @@ def save(clf, path) -> Path:
         "bayesmkl_params": json.dumps(_params_to_json(clf.get_params(deep=False))),
         "bayesmkl_state": json.dumps(state),
     })  # fmt: skip
-    tree.to_netcdf(path, engine="h5netcdf")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tree.to_netcdf(tmp, engine="h5netcdf")
+        _write_checksums(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
     return path
 
 
@@ -222,20 +269,31 @@ def load(path):
     FileNotFoundError
         If ``path`` does not exist.
     ValueError
-        If the file is not a saved bayesmkl classifier.
+        If the file is not a saved bayesmkl classifier, is damaged (a checksum differs, a
+        group or attribute is malformed) or holds non-finite draws; the message names the file.
     """
-    from bayesmkl.estimator import BM3KLClassifier
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such model file: {path}")
+    _verify_checksums(path)
     try:
         with xr.open_datatree(path, engine="h5netcdf") as opened:
             tree = opened.load()
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path} is not a readable netCDF file: {exc}") from exc
+    except Exception as exc:  # a damaged file can fail in h5py, xarray or the decoders
+        raise ValueError(f"{path} is not a readable netCDF file: {_one_line(exc)}") from exc
     if "bayesmkl_state" not in tree.attrs:
         raise ValueError(f"{path} is a netCDF file but not a saved bayesmkl classifier")
+    try:
+        clf = _from_tree(tree)
+    except Exception as exc:  # missing groups, malformed JSON, wrong shapes
+        raise ValueError(f"{path} is a damaged bayesmkl model file: {_one_line(exc)}") from exc
+    _refuse_nonfinite(clf.posterior_, f"{path} cannot be used")
+    return clf
+
+
+def _from_tree(tree):
+    from bayesmkl.estimator import BM3KLClassifier
+
     params = _params_from_json(json.loads(tree.attrs["bayesmkl_params"]))
     state = json.loads(tree.attrs["bayesmkl_state"])
 
@@ -268,7 +326,124 @@ def load(path):
     clf.kernel_weights_ = clf.posterior_["w"].mean(axis=(0, 1))
     clf.n_iter_ = int(state["n_iter"])
     clf.random_seed_ = int(state["random_seed"])
+    _calibrator_from_json(clf, state.get("calibrator"), tree)
     return clf
+
+
+# ----------------------------------------------------------------------------------------
+# integrity
+# ----------------------------------------------------------------------------------------
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def _refuse_nonfinite(posterior: dict, what: str) -> None:
+    from bayesmkl._checks import nonfinite_draws
+
+    report = nonfinite_draws(posterior)
+    if not report.ok:
+        raise ValueError(f"{what}: the model has {report.describe()}")
+
+
+def _digest_dataset(ds) -> str:
+    """SHA-256 of an HDF5 dataset's dtype, shape and stored values (no decoding)."""
+    h = hashlib.sha256(f"{ds.dtype.str}{ds.shape}".encode())
+    data = ds[()]
+    if isinstance(data, np.ndarray) and data.dtype != object:
+        h.update(np.ascontiguousarray(data).tobytes())
+    else:  # variable-length strings: length-prefixed bytes
+        for v in np.ravel(np.asarray(data, dtype=object)):
+            b = v if isinstance(v, bytes) else str(v).encode("utf-8", "surrogatepass")
+            h.update(len(b).to_bytes(8, "little") + b)
+    return h.hexdigest()
+
+
+def _digests(f) -> dict:
+    import h5py
+
+    out = {}
+
+    def visit(name, obj):
+        if isinstance(obj, h5py.Dataset):
+            out[name] = _digest_dataset(obj)
+
+    f.visititems(visit)
+    for a in _JSON_ATTRS:
+        if a in f.attrs:
+            v = f.attrs[a]
+            b = v if isinstance(v, bytes) else str(v).encode("utf-8", "surrogatepass")
+            out["@" + a] = hashlib.sha256(b).hexdigest()
+    return out
+
+
+def _write_checksums(path: Path) -> None:
+    import h5py
+
+    with h5py.File(path, "r+") as f:
+        f.attrs[CHECKSUM_ATTR] = json.dumps(_digests(f), sort_keys=True)
+
+
+def _verify_checksums(path: Path) -> None:
+    """Raise ``ValueError`` naming ``path`` when a stored checksum differs (see module doc)."""
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as f:
+            if CHECKSUM_ATTR not in f.attrs:
+                if "bayesmkl_state" in f.attrs:
+                    warnings.warn(
+                        f"{path} has no checksums (written by bayesmkl before format 2); its "
+                        "integrity cannot be verified",
+                        UserWarning,
+                        stacklevel=3,
+                    )
+                return
+            try:
+                stored = json.loads(f.attrs[CHECKSUM_ATTR])
+                if not isinstance(stored, dict):
+                    raise TypeError("not a JSON object")
+            except (TypeError, ValueError) as exc:
+                raise _Corrupt(f"its checksum record is damaged ({_one_line(exc)})") from None
+            actual = _digests(f)
+    except _Corrupt as exc:
+        raise ValueError(f"{path} is corrupt: {exc}") from None
+    except Exception as exc:  # not HDF5, or damaged beyond h5py's reading
+        raise ValueError(f"{path} is not a readable netCDF file: {_one_line(exc)}") from exc
+    bad = sorted(k for k in set(stored) | set(actual) if stored.get(k) != actual.get(k))
+    if bad:
+        names = ", ".join(k.lstrip("@") for k in bad[:6]) + (" ..." if len(bad) > 6 else "")
+        raise ValueError(
+            f"{path} is corrupt: the SHA-256 checksum of {len(bad)} stored item(s) ({names}) "
+            "differs from the one recorded when it was saved; the file changed after it was "
+            "written and is not loaded"
+        )
+
+
+class _Corrupt(Exception):
+    pass
+
+
+def _calibrator_to_json(clf):
+    """Calibration map and out-of-fold log predictive as JSON (floats round-trip exactly)."""
+    cal = getattr(clf, "calibrator_", None)
+    oof = getattr(clf, "oof_log_predictive_", None)
+    return {"map": None if cal is None else cal.to_dict(),
+            "oof_log_predictive": None if oof is None else np.asarray(oof).tolist()}  # fmt: skip
+
+
+def _calibrator_from_json(clf, d, tree):
+    """Inverse of :func:`_calibrator_to_json`; the log-likelihood comes from its tree group."""
+    from bayesmkl.calibration import Calibrator
+
+    d = d or {}
+    clf.calibrator_ = None if d.get("map") is None else Calibrator.from_dict(d["map"])
+    oof = d.get("oof_log_predictive")
+    clf.oof_log_predictive_ = None if oof is None else np.asarray(oof, dtype=float)
+    if "log_likelihood" in tree.children:
+        clf.log_likelihood_ = np.asarray(tree["log_likelihood"]["y"].values)
 
 
 def _version() -> str:

@@ -6,15 +6,18 @@ the tests) uses these functions, so there is one source of truth for each formul
 Shapes: ``f, delta, lam: (C, N)`` (or any common broadcast shape); ``delta`` holds the signed
 one-vs-all targets δ_ci ∈ {−1, +1}.
 
-=================  =====================================================================
+=================  ==============================================================
+
 formula            meaning
-=================  =====================================================================
+=================  ==============================================================
+
 ζ = 1 − δ ⊙ f      margin slack
 log L              −2 Σ max(ζ, 0)                              (γ0 = 0, eq. 2)
 log L'             Σ [log(γ0/s) − ζ − s|ζ|],  s = √(1 + 2γ0)   (γ0 > 0, §1.6)
 log L(λ)           Σ [−½ log(2πλ) − (λ + ζ)² / (2λ)]           (augmented, eq. 5)
 ψ(f)               2f + 2s·clip(f, −1, 1)                       (prediction, §6)
-=================  =====================================================================
+=================  ==============================================================
+
 """
 
 from __future__ import annotations
@@ -42,6 +45,19 @@ def pseudo_observations(delta, lam):
     return delta * (1.0 + lam), lam
 
 
+def log_pseudo_likelihood_terms(f, delta, gamma0):
+    """Elementwise terms of :func:`log_pseudo_likelihood`, shape of ``f``.
+
+    Summed over the classifier axis they give each training point's factor in the posterior
+    (e.g. for leave-one-out importance ratios).
+    """
+    zeta = margin_slack(f, delta)
+    if float(gamma0) == 0.0:
+        return -2.0 * jnp.maximum(zeta, 0.0)
+    s = s_of(gamma0)
+    return jnp.log(gamma0 / s) - zeta - s * jnp.abs(zeta)
+
+
 def log_pseudo_likelihood(f, delta, gamma0):
     """Marginal log pseudo-likelihood summed over all (c, i): log L (γ0 = 0) or log L' (γ0 > 0).
 
@@ -52,11 +68,7 @@ def log_pseudo_likelihood(f, delta, gamma0):
     gamma0 : float
         Rate of the Exp(γ0) prior on λ; 0 selects the flat prior and the hinge form (2).
     """
-    zeta = margin_slack(f, delta)
-    if float(gamma0) == 0.0:
-        return -2.0 * jnp.sum(jnp.maximum(zeta, 0.0))
-    s = s_of(gamma0)
-    return jnp.sum(jnp.log(gamma0 / s) - zeta - s * jnp.abs(zeta))
+    return jnp.sum(log_pseudo_likelihood_terms(f, delta, gamma0))
 
 
 def log_augmented_likelihood(f, delta, lam):

@@ -12,9 +12,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from bayesmkl._x64 import with_x64
 from bayesmkl.likelihood import psi
 
 
+@with_x64
 def draw_decision_values(w, a, b, K_test, *, batch_size: int = 64):
     """Per-draw decision values.
 
@@ -49,6 +51,7 @@ def draw_decision_values(w, a, b, K_test, *, batch_size: int = 64):
     return F.reshape((-1, M, a.shape[1]))[:S]
 
 
+@with_x64
 def draw_probabilities(F, gamma0):
     """Per-draw class probabilities ``(S, M, K)`` from decision values ``F: (S, M, C)``.
 
@@ -61,6 +64,21 @@ def draw_probabilities(F, gamma0):
     return jax.nn.softmax(scores, axis=-1)
 
 
+@with_x64
+def draw_log_probabilities(F, gamma0):
+    """Per-draw log class probabilities ``(S, M, K)``: the log of :func:`draw_probabilities`.
+
+    Computed as ``log_softmax`` (or ``log σ``), so it stays finite where the probability
+    underflows to 0.
+    """
+    scores = psi(F, gamma0)
+    if F.shape[-1] == 1:
+        return jnp.stack([jax.nn.log_sigmoid(-scores[..., 0]), jax.nn.log_sigmoid(scores[..., 0])],
+                         axis=-1)  # fmt: skip
+    return jax.nn.log_softmax(scores, axis=-1)
+
+
+@with_x64
 def predictive_proba(F, gamma0):
     """Posterior predictive probabilities (P1): the mean over draws of :func:`draw_probabilities`.
 
@@ -69,6 +87,7 @@ def predictive_proba(F, gamma0):
     return jnp.mean(draw_probabilities(F, gamma0), axis=0)
 
 
+@with_x64
 def mean_decision(F):
     """Posterior mean decision values ``(M, C)`` (the ``decision="mean_f"`` rule)."""
     return jnp.mean(F, axis=0)

@@ -169,7 +169,7 @@ def inverse_gaussian(key, mean, shape, sample_shape=(), dtype=None):
         Leading dimensions of independent draws (static under jit).
     dtype : dtype, optional
         float32 or float64; default: the floating type that ``mean`` and ``shape`` promote to
-        (float64 for Python scalars when x64 is on, as after ``import bayesmkl``).
+        (float64 for Python scalars when x64 is on, as inside bayesmkl's entry points).
 
     Returns
     -------

@@ -168,7 +168,7 @@ def worker(which: str, repeats: int) -> dict:
     if which == "ours":
         import jax.numpy as jnp
 
-        import bayesmkl  # noqa: F401  (x64)
+        import bayesmkl  # noqa: F401  (KernelPool scopes 64-bit JAX itself)
 
         jnp.zeros(1).block_until_ready()  # start the backend before measuring
         build = ours_build

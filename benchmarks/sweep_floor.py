@@ -36,7 +36,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import bayesmkl  # noqa: F401  (float64)
+# the low-level sweep runs outside bayesmkl's entry points, which scope 64-bit JAX themselves;
+# mixing.py and scaling.py import this module and rely on this switch too
+jax.config.update("jax_enable_x64", True)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -46,6 +46,7 @@ def test_demo_writes_figures_and_netcdf(tmp_path, capsys):
             "4",
             "--chains",
             "2",
+            "--raw-proba",
             "--no-progress",
         ]
     )
@@ -64,6 +65,7 @@ def test_demo_writes_figures_and_netcdf(tmp_path, capsys):
     clf = BM3KLClassifier.load(out / "bm3kl_demo.nc")
     assert clf.classes_.tolist() == ["benign", "malignant"]
     assert clf.posterior_["w"].shape == (2, 4, 16)
+    assert clf.calibration is None and clf.calibrator_ is None  # --raw-proba: the paper's rule
 
 
 def test_fit_predict_round_trip(tmp_path, capsys):

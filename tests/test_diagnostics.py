@@ -66,7 +66,7 @@ def test_summary_has_ess_and_rhat():
 
 
 def test_single_binary_classifier_label():
-    assert classifier_labels(np.array([3, 7]), 1) == ["7"]
+    assert classifier_labels(np.array([3, 7]), 1) == [7]
     assert classifier_labels(np.array(["u", "v"]), 2) == ["u", "v"]
 
 
@@ -92,7 +92,7 @@ def test_estimator_datatree_and_summary(fitted):
     tree = clf.to_datatree()
     assert tree["posterior"]["w"].coords["kernel"].values.tolist() == clf.kernel_names_
     assert tree["posterior"]["a"].shape == (2, 10, 1, 100)
-    assert tree["posterior"]["a"].coords["classifier"].values.tolist() == ["1"]
+    assert tree["posterior"]["a"].coords["classifier"].values.tolist() == [1]
     np.testing.assert_array_equal(tree["observed_data"]["y"].values, clf.y_train_)
     summ = az.summary(tree, var_names=["w"])
     assert len(summ) == 16
@@ -104,4 +104,32 @@ def test_estimator_datatree_and_summary(fitted):
     assert proba.dims == ("chain", "draw", "obs", "class") and proba.shape == (2, 10, 40, 2)
     np.testing.assert_allclose(
         proba.mean(("chain", "draw")).values, clf.predict_proba(Xte), atol=1e-14
+    )
+
+
+def test_log_likelihood_group_feeds_arviz_loo_and_compare():
+    """``log_likelihood`` (chain, draw, obs) is what az.loo/az.compare read; finite elpd_i."""
+    post, stats = synthetic(draws=40, N=7)
+    rng = np.random.default_rng(1)
+    ll = np.log(rng.uniform(0.2, 0.95, size=(2, 40, 7)))
+    tree = build_datatree(
+        post, stats, kernel_names=list("abcd"), classes=[0, 1, 2], y=np.arange(7) % 3,
+        log_likelihood=ll,
+    )  # fmt: skip
+    g = tree["log_likelihood"]["y"]
+    assert g.dims == ("chain", "draw", "obs")
+    np.testing.assert_array_equal(g.values, ll)
+    res = az.loo(tree, pointwise=True)
+    assert res.elpd_i.shape == (7,) and np.all(np.isfinite(res.elpd_i.values))
+    # each pointwise value lies between the worst draw and the mean-probability bound
+    lppd = np.log(np.exp(ll).mean(axis=(0, 1)))
+    assert np.all(res.elpd_i.values <= lppd + 1e-12)
+    assert np.all(res.elpd_i.values >= ll.min(axis=(0, 1)) - 1e-12)
+    other = build_datatree(post, stats, kernel_names=list("abcd"), classes=[0, 1, 2],
+                           y=np.arange(7) % 3, log_likelihood=ll - 1.0)  # fmt: skip
+    cmp = az.compare({"a": tree, "b": other})
+    assert cmp.index[0] == "a"
+    assert (
+        "log_likelihood"
+        not in build_datatree(post, stats, kernel_names=list("abcd"), classes=[0, 1, 2]).children
     )

@@ -87,7 +87,8 @@ def test_predict_is_argmax_of_proba(fitted, data):
 
 
 def test_binary_proba_is_mean_sigmoid_psi(fitted, data):
-    """p(class 1) = mean over draws of σ(ψ(f)), recomputed here with numpy from posterior_."""
+    """Raw rule (calibration=None): p(class 1) = mean over draws of σ(ψ(f)), recomputed here
+    with numpy from posterior_; the calibrated default uses σ(T·f + β) with the fitted map."""
     _, _, Xte, _ = data
     Kt = np.asarray(fitted.kernel_input_.pool.cross_kernels(Xte))  # (P, M, N)
     w = fitted.posterior_["w"].reshape(-1, Kt.shape[0])
@@ -95,7 +96,11 @@ def test_binary_proba_is_mean_sigmoid_psi(fitted, data):
     b = fitted.posterior_["b"].reshape(-1)
     f = np.stack([a[s] @ np.tensordot(w[s], Kt, axes=1).T + b[s] for s in range(len(w))])
     p1 = np.mean(1.0 / (1.0 + np.exp(-_psi(f, 100.0))), axis=0)
-    np.testing.assert_allclose(fitted.predict_proba(Xte)[:, 1], p1, rtol=0, atol=1e-12)
+    raw = copy.deepcopy(fitted).set_params(calibration=None)
+    np.testing.assert_allclose(raw.predict_proba(Xte)[:, 1], p1, rtol=0, atol=1e-12)
+    T, beta = fitted.calibrator_.temperature, fitted.calibrator_.intercept
+    p1_cal = np.mean(1.0 / (1.0 + np.exp(-(T * f + beta))), axis=0)
+    np.testing.assert_allclose(fitted.predict_proba(Xte)[:, 1], p1_cal, rtol=0, atol=1e-12)
     np.testing.assert_allclose(fitted.decision_function(Xte), f.mean(axis=0), atol=1e-12)
 
 
@@ -263,7 +268,9 @@ def test_sonar_accuracy(uci_dir):
 
     X, y = load_uci("sonar", data_dir=uci_dir)
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=0)
-    clf = BM3KLClassifier(kernels="bsvm16", random_state=0, progress_bar=False).fit(Xtr, ytr)
+    clf = BM3KLClassifier(
+        kernels="bsvm16", calibration=None, random_state=0, progress_bar=False
+    ).fit(Xtr, ytr)
     acc = clf.score(Xte, yte)
     print(f"sonar 70/30 (seed 0) test accuracy: {acc:.4f}")
     assert acc >= 0.80

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -33,6 +34,14 @@ def test_round_trip_identical(fitted, data, tmp_path):
     np.testing.assert_array_equal(clf.predict_proba(Xte), fitted.predict_proba(Xte))
     np.testing.assert_array_equal(clf.decision_function(Xte), fitted.decision_function(Xte))
     np.testing.assert_array_equal(clf.predict(Xte), fitted.predict(Xte))
+    # the calibration map, the out-of-fold log predictive and the log-likelihood group
+    assert fitted.calibrator_ is not None and clf.calibrator_ == fitted.calibrator_
+    np.testing.assert_array_equal(clf.predict_log_proba(Xte), fitted.predict_log_proba(Xte))
+    np.testing.assert_array_equal(clf.oof_log_predictive_, fitted.oof_log_predictive_)
+    np.testing.assert_array_equal(clf.log_likelihood_, fitted.log_likelihood_)
+    assert clf.loo_kfold().elpd == fitted.loo_kfold().elpd
+    raw, raw_back = (copy.deepcopy(c).set_params(calibration=None) for c in (fitted, clf))
+    np.testing.assert_array_equal(raw_back.predict_proba(Xte), raw.predict_proba(Xte))
     assert clf.classes_.dtype == fitted.classes_.dtype
     assert clf.classes_.tolist() == fitted.classes_.tolist()
     assert clf.get_params() == fitted.get_params()
@@ -68,6 +77,7 @@ def test_precomputed_round_trip(data, tmp_path):
     clf.save(tmp_path / "pre.nc")
     back = load(tmp_path / "pre.nc")
     assert back.kernel_input_.pool is None
+    assert back.calibrator_ == clf.calibrator_
     np.testing.assert_array_equal(back.predict_proba(Kt), clf.predict_proba(Kt))
 
 

@@ -9,6 +9,7 @@ import bayesmkl  # noqa: F401  (enables x64)
 from bayesmkl.likelihood import psi
 from bayesmkl.predict import (
     draw_decision_values,
+    draw_log_probabilities,
     draw_probabilities,
     mean_decision,
     predictive_proba,
@@ -76,3 +77,26 @@ def test_predictive_proba(C, gamma0):
         np.testing.assert_array_equal(per.argmax(-1), np.asarray(F).argmax(-1))
     np.testing.assert_allclose(P, per.mean(0), rtol=1e-14)
     np.testing.assert_allclose(mean_decision(F), np.asarray(F).mean(0), rtol=1e-14)
+
+
+@pytest.mark.parametrize("gamma0", [0.0, 100.0])
+@pytest.mark.parametrize("C", [1, 3])
+def test_draw_log_probabilities(C, gamma0):
+    """log σ(±ψ) / log_softmax(ψ), finite where draw_probabilities underflows to 0."""
+    from scipy.special import log_expit, log_softmax
+
+    rng = np.random.default_rng(3)
+    F = rng.normal(scale=1.5, size=(10, 6, C))
+    F[0, 0] = 40.0  # ψ ≈ 1200 at γ0 = 100: the other class has probability exp(−1200) = 0
+    F[0, 1] = -40.0
+    lp = np.asarray(draw_log_probabilities(jnp.asarray(F), gamma0))
+    p = np.asarray(draw_probabilities(jnp.asarray(F), gamma0))
+    assert lp.shape == p.shape and np.all(np.isfinite(lp))
+    scores = np.asarray(psi(F, gamma0))
+    if C == 1:
+        ref = np.stack([log_expit(-scores[..., 0]), log_expit(scores[..., 0])], axis=-1)
+        assert p[0, 0, 0] == 0.0 and lp[0, 0, 0] == pytest.approx(-scores[0, 0, 0], rel=1e-12)
+    else:
+        ref = log_softmax(scores, axis=-1)
+    np.testing.assert_allclose(lp, ref, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(np.exp(lp), p, rtol=0, atol=1e-15)

@@ -4,7 +4,14 @@ Every SVM-based baseline learns kernel weights ``mu: (P,)`` shared by all one-vs
 per problem c, signed dual coefficients ``v_c: (N,)`` and an intercept ``b_c``. Subclasses implement
 :meth:`_fit_kernels`, which receives the training kernels and the ±1 target matrix, and sets
 ``kernel_weights_``, ``dual_coef_`` (C, N) and ``intercept_`` (C,). Everything else (kernel
-resolution, label encoding, validation, decision values, prediction) is here, once.
+resolution, label encoding, validation, sample weights, decision values, prediction) is here,
+once.
+
+Sample weights: ``fit(X, y, sample_weight=None)`` combines ``sample_weight`` with the estimator's
+``class_weight`` parameter (where it has one) by :func:`bayesmkl._weights.effective_sample_weight`
+and passes the result (or ``None``) to ``_fit_kernels(K, Y, sample_weight)``. SVM-based solvers
+scale each point's box constraint, ``C_i = C·s_i``; the pool's standardisation and centring
+statistics stay unweighted (as a ``StandardScaler`` in a pipeline without weight routing).
 
 Binary problems use one classifier (C = 1, +1 = ``classes_[1]``); K ≥ 3 classes use one-vs-rest with
 shared weights (C = K).
@@ -17,12 +24,17 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_is_fitted
 
+from bayesmkl._checks import check_label_types
+from bayesmkl._weights import effective_sample_weight
+from bayesmkl._x64 import with_x64
 from bayesmkl.kernels.input import KernelInput
 from bayesmkl.model import signed_targets as _model_signed_targets
 
 
 def validate_labels(y, n_samples: int):
-    """Encode labels; return ``(classes, codes)``; refuse one class or a length mismatch."""
+    """Encode labels; return ``(classes, codes)``; refuse one class, a length mismatch or labels
+    that mix numbers and strings."""
+    check_label_types(y)
     y = np.asarray(y)
     if y.ndim != 1:
         raise ValueError(f"y must be one-dimensional; got shape {y.shape}")
@@ -48,30 +60,44 @@ def signed_targets(codes: np.ndarray, n_classes: int) -> np.ndarray:
 
 class MKLClassifierBase(ClassifierMixin, BaseEstimator):
     """Base class: subclasses define ``__init__`` (with a ``kernels`` parameter) and
-    ``_fit_kernels(K, Y)``."""
+    ``_fit_kernels(K, Y, sample_weight)``."""
 
     def _n_samples(self, X) -> int:
         if isinstance(X, list | tuple) or (hasattr(X, "ndim") and X.ndim == 3):
             return int(np.asarray(X[0]).shape[0])
         return int(np.asarray(X).shape[0]) if hasattr(X, "shape") else len(X)
 
-    def fit(self, X, y):
+    @with_x64
+    def fit(self, X, y, sample_weight=None):
         """Fit on features ``X: (N, d)`` (or a precomputed stack ``(P, N, N)``) and labels ``y``.
+
+        Parameters
+        ----------
+        X : array (N, d), or (P, N, N) with ``kernels="precomputed"``
+        y : array (N,)
+            Class labels.
+        sample_weight : array (N,), optional
+            Non-negative finite per-sample weights, multiplied by ``class_weight`` (where the
+            estimator has that parameter). For the SVM-based solvers a weight scales the point's
+            box constraint: an integer weight equals repeating the row, zero equals dropping it.
 
         Returns
         -------
         self
         """
-        self.kernel_input_, K = KernelInput.fit(self.kernels, X)
+        self.kernel_input_, K = KernelInput.fit(
+            self.kernels, X, kernel_names=getattr(self, "kernel_names", None)
+        )
         self.classes_, codes = validate_labels(y, K.shape[1])
         if self.kernel_input_.pool is not None:
             self.n_features_in_ = int(np.asarray(X).shape[1])
         self.kernel_names_ = list(self.kernel_input_.names)
+        sw = effective_sample_weight(y, sample_weight, getattr(self, "class_weight", None))
         Y = signed_targets(codes, len(self.classes_))
-        self._fit_kernels(np.asarray(K, dtype=np.float64), Y)
+        self._fit_kernels(np.asarray(K, dtype=np.float64), Y, sw)
         return self
 
-    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:  # pragma: no cover
+    def _fit_kernels(self, K, Y, sample_weight=None) -> None:  # pragma: no cover
         raise NotImplementedError
 
     def _test_kernels(self, X) -> np.ndarray:

@@ -15,11 +15,9 @@ its gradient is ``∂J/∂μ_m = −H_m``, ``H_m = Σ_c h_{c,m}`` (Danskin).
 from __future__ import annotations
 
 import numbers
-import warnings
 from typing import NamedTuple
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import StratifiedKFold
 
 from bayesmkl.baselines._base import MKLClassifierBase
@@ -62,6 +60,7 @@ def solve_at_weights(
     svc_tol: float,
     *,
     gradient: bool = True,
+    sample_weight: np.ndarray | None = None,
 ) -> WeightedSVMs:
     """Solve every one-vs-rest C-SVC on ``K(μ)`` and collect objective and gradient terms.
 
@@ -80,6 +79,8 @@ def solve_at_weights(
     gradient : bool, default True
         Compute ``H`` (one pass over all P kernels); ``False`` leaves ``H = None`` for searches
         that only compare objectives (see :func:`with_gradient`).
+    sample_weight : ndarray (N,), optional
+        Per-point weights scaling the box, ``0 ≤ α_ci ≤ C·s_i`` (see :func:`._svm.fit_svc`).
 
     Returns
     -------
@@ -89,7 +90,7 @@ def solve_at_weights(
     nz = np.flatnonzero(mu)
     # sparse weights (L1-type solvers): combine only the active kernels
     Kmu = combine(K[nz], mu[nz]) if 2 * nz.size < mu.size else combine(K, mu)
-    fits = [fit_svc(Kmu, y, C, svc_tol) for y in Y]
+    fits = [fit_svc(Kmu, y, C, svc_tol, sample_weight) for y in Y]
     V = np.stack([f.v for f in fits])
     return WeightedSVMs(
         mu=mu,
@@ -135,16 +136,6 @@ class MKLFit(NamedTuple):
 def relative_gap(gap: float, objective: float) -> float:
     """``gap / |objective|`` (``gap`` itself when the objective is 0)."""
     return float(gap / abs(objective)) if objective != 0 else float(gap)
-
-
-def warn_not_converged(name: str, max_iter: int, criterion: str) -> None:
-    """Issue scikit-learn's :class:`ConvergenceWarning` for a solver that hit ``max_iter``."""
-    warnings.warn(
-        f"{name} stopped after max_iter={max_iter} weight updates before its {criterion} "
-        "reached tol; increase max_iter or tol",
-        ConvergenceWarning,
-        stacklevel=3,
-    )
 
 
 def store_fit(est: MKLClassifierBase, fit: MKLFit) -> None:
@@ -198,6 +189,12 @@ class AverageMKL(MKLClassifierBase):
         SVM box constraint.
     svc_tol : float, default=1e-6
         libsvm stopping tolerance.
+    class_weight : None, "balanced" or dict, default=None
+        Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
+        ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
 
     Attributes
     ----------
@@ -216,16 +213,20 @@ class AverageMKL(MKLClassifierBase):
     classes_ : ndarray
     """
 
-    def __init__(self, kernels="simplemkl", C=1.0, svc_tol=1e-6):
+    def __init__(
+        self, kernels="simplemkl", C=1.0, svc_tol=1e-6, class_weight=None, kernel_names=None
+    ):
         self.kernels = kernels
         self.C = C
         self.svc_tol = svc_tol
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
-    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
+    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         C = check_positive("C", self.C)
         svc_tol = check_positive("svc_tol", self.svc_tol)
         P = K.shape[0]
-        s = solve_at_weights(K, Y, np.full(P, 1.0 / P), C, svc_tol)
+        s = solve_at_weights(K, Y, np.full(P, 1.0 / P), C, svc_tol, sample_weight=sample_weight)
         store_fit(self, MKLFit(s, np.array([s.J]), 0, 0.0))
 
 
@@ -235,10 +236,11 @@ def _class_codes(Y: np.ndarray) -> np.ndarray:
 
 
 def _ovr_predict_codes(
-    Ktr: np.ndarray, Y: np.ndarray, Kte: np.ndarray, C: float, svc_tol: float
+    Ktr: np.ndarray, Y: np.ndarray, Kte: np.ndarray, C: float, svc_tol: float, sw=None
 ) -> np.ndarray:
     """Fit one-vs-rest SVMs on ``Ktr: (n, n)``, return class codes for ``Kte: (m, n)``."""
-    F = np.stack([Kte @ f.v + f.b for f in (fit_svc(Ktr, y, C, svc_tol) for y in Y)], axis=1)
+    fits = (fit_svc(Ktr, y, C, svc_tol, sw) for y in Y)
+    F = np.stack([Kte @ f.v + f.b for f in fits], axis=1)
     return (F[:, 0] > 0).astype(int) if F.shape[1] == 1 else np.argmax(F, axis=1)
 
 
@@ -247,7 +249,10 @@ class BestSingleKernelSVM(MKLClassifierBase):
 
     Each kernel is scored by stratified k-fold CV of the (one-vs-rest) C-SVC on the training
     kernel's sub-blocks; ties go to the lowest index. The chosen kernel is refitted on all training
-    points.
+    points. With sample weights, each fold's SVMs are trained with the weights of its training
+    points and scored by the weighted accuracy of its held-out points; the score is the mean
+    over folds (the folds themselves do not depend on the weights, so an integer weight is not
+    the same as a repeated row here).
 
     Parameters
     ----------
@@ -261,6 +266,12 @@ class BestSingleKernelSVM(MKLClassifierBase):
         libsvm stopping tolerance.
     random_state : int or None, default=0
         Seed of the fold shuffling.
+    class_weight : None, "balanced" or dict, default=None
+        Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
+        ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
 
     Attributes
     ----------
@@ -282,30 +293,48 @@ class BestSingleKernelSVM(MKLClassifierBase):
     classes_ : ndarray
     """
 
-    def __init__(self, kernels="simplemkl", C=1.0, cv=5, svc_tol=1e-6, random_state=0):
+    def __init__(
+        self,
+        kernels="simplemkl",
+        C=1.0,
+        cv=5,
+        svc_tol=1e-6,
+        random_state=0,
+        class_weight=None,
+        kernel_names=None,
+    ):
         self.kernels = kernels
         self.C = C
         self.cv = cv
         self.svc_tol = svc_tol
         self.random_state = random_state
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
-    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
+    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         C = check_positive("C", self.C)
         svc_tol = check_positive("svc_tol", self.svc_tol)
         n_splits = check_int("cv", self.cv, minimum=2)
         P = K.shape[0]
         codes = _class_codes(Y)
         folds = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=self.random_state)
+        sw = np.ones(codes.size) if sample_weight is None else sample_weight
         scores = np.zeros(P)
+        n_scored = 0
         for tr, te in folds.split(np.zeros(codes.size), codes):
+            if not sw[te].sum() > 0:  # a fold whose held-out points all weigh 0 says nothing
+                continue
+            n_scored += 1
+            sw_tr = None if sample_weight is None else sw[tr]
             for m in range(P):
                 pred = _ovr_predict_codes(
-                    K[m][np.ix_(tr, tr)], Y[:, tr], K[m][np.ix_(te, tr)], C, svc_tol
+                    K[m][np.ix_(tr, tr)], Y[:, tr], K[m][np.ix_(te, tr)], C, svc_tol, sw_tr
                 )
-                scores[m] += np.mean(pred == codes[te]) / n_splits
+                scores[m] += np.average(pred == codes[te], weights=sw[te])
+        scores /= n_scored
         self.cv_scores_ = scores
         self.best_kernel_ = int(np.argmax(scores))
         mu = np.zeros(P)
         mu[self.best_kernel_] = 1.0
-        s = solve_at_weights(K, Y, mu, C, svc_tol)
+        s = solve_at_weights(K, Y, mu, C, svc_tol, sample_weight=sample_weight)
         store_fit(self, MKLFit(s, np.array([s.J]), 0, np.nan))

@@ -45,6 +45,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from bayesmkl.baselines._base import MKLClassifierBase
+from bayesmkl.baselines._budget import Budget, check_max_time
 
 __all__ = ["BEMKL", "truncated_normal_moments", "elbo"]
 
@@ -361,6 +362,13 @@ class BEMKL(MKLClassifierBase):
         Of ω; ``None`` takes the value implied by ``sparse``.
     random_state : int, RandomState or None
         Seeds the random initialisation of ``a``, ``G`` and ``f`` (as in the reference code).
+    max_time : float or None, default=None
+        Wall-clock budget in seconds, checked between sweeps; stopping on it keeps the last
+        variational posterior (``elbo_`` then has one entry per sweep done) and issues a
+        ``ConvergenceWarning`` that names the limit.
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
 
     Attributes
     ----------
@@ -375,8 +383,10 @@ class BEMKL(MKLClassifierBase):
         instead, so that it ranks like :meth:`predict_proba`.
     intercept_ : ndarray (C,)
         ``E[b_c]``.
-    elbo_ : ndarray (n_iter,)
+    elbo_ : ndarray (n_iter_,)
         Evidence lower bound after every sweep (non-decreasing).
+    n_iter_ : int
+        Sweeps done (``n_iter`` unless ``max_time`` stopped the fit).
     vb_state_, vb_prior_
         The full variational posterior and hyper-parameters (for :func:`elbo`).
     classes_ : ndarray
@@ -397,6 +407,8 @@ class BEMKL(MKLClassifierBase):
         alpha_omega=None,
         beta_omega=None,
         random_state=None,
+        max_time=None,
+        kernel_names=None,
     ):
         self.kernels = kernels
         self.sparse = sparse
@@ -410,6 +422,8 @@ class BEMKL(MKLClassifierBase):
         self.alpha_omega = alpha_omega
         self.beta_omega = beta_omega
         self.random_state = random_state
+        self.max_time = max_time
+        self.kernel_names = kernel_names
 
     def _prior(self) -> _Prior:
         a_om = self.alpha_omega
@@ -434,7 +448,7 @@ class BEMKL(MKLClassifierBase):
             raise ValueError(f"margin must be a non-negative number; got {self.margin!r}")
         return _Prior(margin=float(self.margin), **{k: float(v) for k, v in values.items()})
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the variational posterior.
 
         Parameters
@@ -442,26 +456,49 @@ class BEMKL(MKLClassifierBase):
         X : array (N, d), or (P, N, N) with ``kernels="precomputed"``
         y : array (N,)
             Class labels (two or more classes).
+        sample_weight : None
+            Not supported: raises ``NotImplementedError`` (see below).
 
         Returns
         -------
         self
+
+        Raises
+        ------
+        NotImplementedError
+            For any ``sample_weight``. BEMKL's likelihood is the hard truncation ``y f > ν`` of
+            a latent Gaussian score, handled by conjugate truncated-normal factors; a weighted
+            (powered) likelihood ``Φ(·)^{s_i}`` has no such factor, and weighting each point's
+            whole local block (g_i, f_i) instead is a different model whose weights are not
+            those of scikit-learn. Rather than silently ignoring weights, BEMKL refuses them.
         """
+        if sample_weight is not None:
+            raise NotImplementedError(
+                "BEMKL does not support sample_weight: its truncated-normal variational "
+                "updates have no exact weighted-likelihood form (see BEMKL.fit). Use BM3KLMAP "
+                "or an SVM-based baseline (AverageMKL, SimpleMKL, LpMKL, ...) for weighted data"
+            )
         if not isinstance(self.n_iter, numbers.Integral) or self.n_iter < 1:
             raise ValueError(f"n_iter must be a positive integer; got {self.n_iter!r}")
+        check_max_time(self.max_time)
         self.vb_prior_ = self._prior()
         return super().fit(X, y)
 
-    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
+    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         vb = _VB(K, Y, self.vb_prior_)
         s = vb.init(check_random_state(self.random_state))
-        bounds = np.empty(self.n_iter)
-        for it in range(self.n_iter):
+        budget = Budget("BEMKL", None, self.max_time, unit="sweeps")
+        bounds = []
+        for _ in range(self.n_iter):
             vb.sweep(s)
-            bounds[it] = vb.elbo(s)
+            bounds.append(vb.elbo(s))
+            if len(bounds) < self.n_iter and budget.out_of_time():
+                budget.warn(len(bounds), f"n_iter={self.n_iter} sweeps")
+                break
         C = Y.shape[0]
         self.vb_state_ = s
-        self.elbo_ = bounds
+        self.elbo_ = np.asarray(bounds)
+        self.n_iter_ = len(bounds)
         self.kernel_weights_ = s.be_mu[C:].copy()
         self.kernel_weights_cov_ = s.be_sig[C:, C:].copy()
         self.dual_coef_ = s.a_mu.copy()

@@ -18,6 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from bayesmkl.baselines._base import MKLClassifierBase
+from bayesmkl.baselines._budget import Budget, check_max_time
 from bayesmkl.baselines._simplex import lp_min_ratio, lp_support
 from bayesmkl.baselines.average import (
     MKLFit,
@@ -26,7 +27,6 @@ from bayesmkl.baselines.average import (
     relative_gap,
     solve_at_weights,
     store_fit,
-    warn_not_converged,
 )
 
 
@@ -43,6 +43,8 @@ def alternating_mkl(
     svc_tol: float,
     criterion: str = "gap",
     name: str = "MKL",
+    max_time: float | None = None,
+    sample_weight: np.ndarray | None = None,
 ) -> MKLFit:
     """Alternate SVM solves and the analytic weight step until the stopping rule holds.
 
@@ -71,12 +73,18 @@ def alternating_mkl(
         the relative change of ``J`` over one update is ``≤ tol``.
     name : str
         Used in the convergence warning.
+    max_time : float, optional
+        Wall-clock budget in seconds (checked between weight updates); hitting it or
+        ``max_iter`` warns with :class:`~sklearn.exceptions.ConvergenceWarning`.
+    sample_weight : ndarray (N,), optional
+        Per-point box scaling ``0 ≤ α_i ≤ C·s_i`` (see :func:`.average.solve_at_weights`).
 
     Returns
     -------
     MKLFit
     """
-    s = solve_at_weights(K, Y, mu0, C, svc_tol)
+    budget = Budget(name, max_iter, max_time, unit="weight updates")
+    s = solve_at_weights(K, Y, mu0, C, svc_tol, sample_weight=sample_weight)
     history = [s.J]
 
     def gap_of(state):
@@ -84,8 +92,10 @@ def alternating_mkl(
 
     n_iter = 0
     converged = criterion == "gap" and gap_of(s) <= tol
-    while not converged and n_iter < max_iter:
-        new = solve_at_weights(K, Y, mu_step(s.mu**2 * s.H), C, svc_tol)
+    while not converged and not budget.exhausted(n_iter):
+        new = solve_at_weights(
+            K, Y, mu_step(s.mu**2 * s.H), C, svc_tol, sample_weight=sample_weight
+        )
         n_iter += 1
         history.append(new.J)
         if criterion == "gap":
@@ -95,7 +105,7 @@ def alternating_mkl(
             converged = abs(new.J - s.J) <= tol * abs(new.J)
             s = new
     if not converged:
-        warn_not_converged(name, max_iter, "duality gap" if criterion == "gap" else "objective")
+        budget.warn(n_iter, "duality gap" if criterion == "gap" else "objective")
     return MKLFit(s, np.array(history), n_iter, gap_of(s))
 
 
@@ -120,6 +130,8 @@ def solve_lp_mkl(
     max_iter: int,
     svc_tol: float,
     name: str = "LpMKL",
+    max_time: float | None = None,
+    sample_weight: np.ndarray | None = None,
 ) -> MKLFit:
     """Lp-MKL by Kloft's analytic update, from the uniform point ``P^{-1/p}`` of the Lp sphere.
 
@@ -131,10 +143,12 @@ def solve_lp_mkl(
     Y : ndarray (C, N)
     p : float
         ``p ≥ 1`` or ``np.inf``.
-    C, tol, max_iter, svc_tol
+    C, tol, max_iter, svc_tol, max_time
         As in :func:`alternating_mkl`.
     name : str
         Used in the convergence warning.
+    sample_weight : ndarray (N,), optional
+        Per-point box scaling ``0 ≤ α_i ≤ C·s_i`` (see :func:`.average.solve_at_weights`).
 
     Returns
     -------
@@ -143,7 +157,7 @@ def solve_lp_mkl(
     """
     P = K.shape[0]
     if np.isinf(p):
-        s = solve_at_weights(K, Y, np.ones(P), C, svc_tol)
+        s = solve_at_weights(K, Y, np.ones(P), C, svc_tol, sample_weight=sample_weight)
         return MKLFit(s, np.array([s.J]), 0, relative_gap(lp_support(s.H, p) - s.mu @ s.H, s.J))
     return alternating_mkl(
         K,
@@ -157,6 +171,8 @@ def solve_lp_mkl(
         svc_tol=svc_tol,
         criterion="objective",
         name=name,
+        max_time=max_time,
+        sample_weight=sample_weight,
     )
 
 
@@ -188,6 +204,15 @@ class LpMKL(MKLClassifierBase):
         Maximal number of weight updates.
     svc_tol : float, default=1e-6
         libsvm stopping tolerance.
+    max_time : float or None, default=None
+        Wall-clock budget in seconds; stopping on it (or on ``max_iter``) keeps the last
+        weights and issues a ``ConvergenceWarning`` that names the limit.
+    class_weight : None, "balanced" or dict, default=None
+        Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
+        ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
 
     Attributes
     ----------
@@ -206,15 +231,29 @@ class LpMKL(MKLClassifierBase):
     classes_ : ndarray
     """
 
-    def __init__(self, kernels="simplemkl", p=2.0, C=1.0, tol=1e-5, max_iter=1000, svc_tol=1e-6):
+    def __init__(
+        self,
+        kernels="simplemkl",
+        p=2.0,
+        C=1.0,
+        tol=1e-5,
+        max_iter=1000,
+        svc_tol=1e-6,
+        max_time=None,
+        class_weight=None,
+        kernel_names=None,
+    ):
         self.kernels = kernels
         self.p = p
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
         self.svc_tol = svc_tol
+        self.max_time = max_time
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
-    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
+    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         fit = solve_lp_mkl(
             K,
             Y,
@@ -223,6 +262,8 @@ class LpMKL(MKLClassifierBase):
             tol=check_positive("tol", self.tol),
             max_iter=check_int("max_iter", self.max_iter),
             svc_tol=check_positive("svc_tol", self.svc_tol),
+            max_time=check_max_time(self.max_time),
+            sample_weight=sample_weight,
         )
         store_fit(self, fit)
         self.normalized_weights_ = self.kernel_weights_ / self.kernel_weights_.sum()

@@ -26,21 +26,54 @@ iterations are exactly monotone. Each iteration:
 No step decreases the objective (the ECM property); ``objective_`` records it, and the tests
 check it. With a flat Dirichlet (η = 1) the estimate is a hinge-like MKL solution with
 shrinkage of the sample weights, the Bayesian analogue of L1-MKL (spec ``baselines.md``).
+
+Sample weights (``fit(..., sample_weight)``, ``class_weight``) weight the likelihood terms:
+``log L'`` becomes ``Σ_i s_i Σ_c log L'_ci``. The E-step is unchanged (the weighted bound
+``s_i log ∫ p dλ ≥ s_i E_q[log p/q]`` is tight at the same q), the (a, b)-step is the ridge
+regression with point i's pseudo-observation variance ``1/(s_i ρ_i)`` (rows scaled by ``√s_i``, so
+a zero weight removes the observation) and the w-step's terms are weighted alike; ECM stays
+monotone. Every training point keeps its sample weight ``a_i`` and its prior whatever ``s_i``, so
+unlike for an SVM a repeated row is *not* the same as an integer weight (it would add a second
+``a`` with its own prior), and a zero weight keeps the point as a basis function.
 """
 
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from scipy.special import betaln, logsumexp
 
+from bayesmkl._x64 import with_x64
 from bayesmkl.baselines._base import MKLClassifierBase
+from bayesmkl.baselines._budget import Budget, check_max_time
 from bayesmkl.inference.conditionals import ab_mean_lambda_form, per_kernel_decisions
 from bayesmkl.likelihood import log_pseudo_likelihood
 from bayesmkl.model import signed_targets
 
 ZETA_FLOOR = 1e-8
 _ab_mean = jax.jit(ab_mean_lambda_form)
+
+
+@jax.jit
+def _ab_mean_weighted(Kw, delta, lam, nu, tau, sw):
+    """:func:`ab_mean_lambda_form` for the weighted likelihood ``(C, N+1)``.
+
+    Point i's pseudo-observation ``δ_ci(1 + λ_ci)`` of ``f_ci`` gets variance ``λ_ci / s_i``:
+    the rows of the design ``X̃ = [K_w, 1]`` and the targets are scaled by ``√s_i`` (a zero
+    weight gives a zero row, i.e. no observation), then the Λ-form
+    ``D X̃ᵀ (X̃ D X̃ᵀ + Λ)⁻¹ t`` is solved as in the sampler.
+    """
+    N = Kw.shape[0]
+    r = jnp.sqrt(sw)
+    Xt = jnp.concatenate([Kw, jnp.ones((N, 1))], axis=1) * r[:, None]
+
+    def one(delta_c, lam_c, nu_c):
+        d = jnp.concatenate([nu_c, jnp.array([tau])])
+        M = (Xt * d) @ Xt.T + jnp.diag(lam_c)
+        return d * (Xt.T @ jnp.linalg.solve(M, r * delta_c * (1.0 + lam_c)))
+
+    return jax.vmap(one)(delta, lam, nu)
 
 
 def tpbn_grid(alpha_a, beta_a, kappa, n_grid=400):
@@ -50,8 +83,8 @@ def tpbn_grid(alpha_a, beta_a, kappa, n_grid=400):
     (t from 1e-12 to 1e40), normalised to sum to 1.
     """
     log_t = np.linspace(np.log(1e-12), np.log(1e40), n_grid)
-    log_q = alpha_a * log_t - (alpha_a + beta_a) * np.logaddexp(0.0, log_t) - betaln(
-        alpha_a, beta_a
+    log_q = (
+        alpha_a * log_t - (alpha_a + beta_a) * np.logaddexp(0.0, log_t) - betaln(alpha_a, beta_a)
     )
     return kappa * np.exp(log_t), log_q - logsumexp(log_q)
 
@@ -83,6 +116,15 @@ class BM3KLMAP(MKLClassifierBase):
         ECM iterations.
     tol : float, default=1e-7
         Stop when the relative objective increase falls below ``tol``.
+    max_time : float or None, default=None
+        Wall-clock budget in seconds. Stopping on it or on ``max_iter`` before ``tol`` keeps
+        the last iterate and issues a ``ConvergenceWarning`` that names the limit.
+    class_weight : None, "balanced" or dict, default=None
+        Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics); the
+        weights multiply the likelihood terms (module docstring).
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
 
     Attributes
     ----------
@@ -109,6 +151,9 @@ class BM3KLMAP(MKLClassifierBase):
         max_iter=200,
         tol=1e-7,
         n_grid=400,
+        max_time=None,
+        class_weight=None,
+        kernel_names=None,
     ):
         self.kernels = kernels
         self.eta = eta
@@ -121,8 +166,12 @@ class BM3KLMAP(MKLClassifierBase):
         self.max_iter = max_iter
         self.tol = tol
         self.n_grid = n_grid
+        self.max_time = max_time
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
+        """Compute the MAP estimate; ``sample_weight (N,)`` weights the likelihood terms."""
         if not self.eta >= 1:
             raise ValueError(f"eta must be >= 1 for a MAP estimate to exist; got {self.eta}")
         if not (self.alpha_a > 0 and self.beta_a > 0):
@@ -131,15 +180,25 @@ class BM3KLMAP(MKLClassifierBase):
             raise ValueError(f"binary_mode must be 'single' or 'ova'; got {self.binary_mode!r}")
         if self.gamma0 < 0 or self.bias_prior_var <= 0 or self.kappa <= 0:
             raise ValueError("gamma0 must be >= 0; bias_prior_var and kappa must be positive")
-        return super().fit(X, y)
+        check_max_time(self.max_time)
+        return super().fit(X, y, sample_weight)
 
-    def _objective(self, f, delta, w, a, b, grid):
-        lp = float(log_pseudo_likelihood(f, delta, self.gamma0))
+    def _log_lik(self, f, delta, sw):
+        """``log L'`` summed over points, each point's terms (all c) weighted by ``s_i``."""
+        if sw is None:
+            return float(log_pseudo_likelihood(f, delta, self.gamma0))
+        per_point = jax.vmap(lambda fi, di: log_pseudo_likelihood(fi, di, self.gamma0), in_axes=1)(
+            f, delta
+        )
+        return float(sw @ np.asarray(per_point))
+
+    def _objective(self, f, delta, w, a, b, grid, sw=None):
+        lp = self._log_lik(f, delta, sw)
         lp += (self.eta - 1.0) * float(np.sum(np.log(w)))
         lp += float(np.sum(logsumexp(_log_joint_a_grid(a, *grid), axis=-1)))
         return lp - float(np.sum(b**2)) / (2.0 * self.bias_prior_var)
 
-    def _fit_kernels(self, K, Y):
+    def _fit_kernels(self, K, Y, sample_weight=None):
         # Y from the base class is one-vs-rest; rebuild Δ with the model's own binary convention
         codes = np.argmax(Y, axis=0) if Y.shape[0] > 1 else (Y[0] > 0).astype(int)
         delta = signed_targets(codes, len(self.classes_), self.binary_mode)
@@ -150,45 +209,60 @@ class BM3KLMAP(MKLClassifierBase):
         w = np.full(P, 1.0 / P)
         grid = tpbn_grid(self.alpha_a, self.beta_a, self.kappa, self.n_grid)
         Kw = np.tensordot(w, K, axes=1)
+        sw = sample_weight
+
+        def ab_step(Kw, lam, nu):
+            if sw is None:
+                return np.asarray(_ab_mean(Kw, delta, lam, nu, tau))
+            return np.asarray(_ab_mean_weighted(Kw, delta, lam, nu, tau, sw))
+
         # initial (a, b): ridge with unit prior variances and unit noise
-        ab = np.asarray(_ab_mean(Kw, delta, np.ones((C, N)), np.ones((C, N)), tau))
+        ab = ab_step(Kw, np.ones((C, N)), np.ones((C, N)))
         a, b = ab[:, :N], ab[:, N]
         self.objective_ = []
-        for it in range(self.max_iter):
+        budget = Budget("BM3KLMAP", self.max_iter, self.max_time, unit="ECM iterations")
+        converged = False
+        it = 0
+        while not budget.exhausted(it):
             f = a @ Kw + b[:, None]
             rho = s / np.maximum(np.abs(1.0 - delta * f), ZETA_FLOOR)  # E[1/λ | ζ]
             log_post = _log_joint_a_grid(a, *grid)  # E[1/ν | a] on the grid
             post = np.exp(log_post - logsumexp(log_post, axis=-1, keepdims=True))
             e_inv_nu = post @ (1.0 / grid[0])
-            ab = np.asarray(_ab_mean(Kw, delta, 1.0 / rho, 1.0 / e_inv_nu, tau))
+            ab = ab_step(Kw, 1.0 / rho, 1.0 / e_inv_nu)
             a, b = ab[:, :N], ab[:, N]
             Phi = np.asarray(per_kernel_decisions(K, a))  # (P, C, N)
-            w = self._w_step(w, Phi, b, delta, rho)
+            w = self._w_step(w, Phi, b, delta, rho, sw=sw)
             Kw = np.tensordot(w, K, axes=1)
             f = a @ Kw + b[:, None]
-            self.objective_.append(self._objective(f, delta, w, a, b, grid))
-            if it > 0:
+            self.objective_.append(self._objective(f, delta, w, a, b, grid, sw))
+            it += 1
+            if it > 1:
                 prev, cur = self.objective_[-2], self.objective_[-1]
                 if abs(cur - prev) <= self.tol * max(1.0, abs(cur)):
+                    converged = True
                     break
-        self.n_iter_ = it + 1
+        if not converged:
+            budget.warn(it, "relative objective change")
+        self.n_iter_ = it
         self.kernel_weights_ = w
         self.a_ = a
         self.dual_coef_ = a
         self.intercept_ = b
         self.delta_ = delta
 
-    def _w_step(self, w, Phi, b, delta, rho, n_steps=100):
-        """Minimise J(w) = Σ [ζ + ½ρζ²] − (η − 1) Σ log w on the simplex.
+    def _w_step(self, w, Phi, b, delta, rho, n_steps=100, sw=None):
+        """Minimise J(w) = Σ s_i [ζ + ½ρζ²] − (η − 1) Σ log w on the simplex (s = 1 unweighted).
 
         Exponentiated gradient (mirror descent in the KL geometry) with backtracking.
         """
+        s = 1.0 if sw is None else sw[None, :]
 
         def J_and_grad(w):
             f = np.tensordot(w, Phi, axes=1) + b[:, None]
             zeta = 1.0 - delta * f
-            J = np.sum(zeta + 0.5 * rho * zeta**2) - (self.eta - 1.0) * np.sum(np.log(w))
-            r = -delta * (1.0 + rho * zeta)  # dJ/df
+            J = np.sum(s * (zeta + 0.5 * rho * zeta**2)) - (self.eta - 1.0) * np.sum(np.log(w))
+            r = -s * delta * (1.0 + rho * zeta)  # dJ/df
             grad = np.tensordot(Phi, r, axes=([1, 2], [0, 1])) - (self.eta - 1.0) / w
             return J, grad
 
@@ -211,6 +285,7 @@ class BM3KLMAP(MKLClassifierBase):
                 break
         return w
 
+    @with_x64
     def predict_proba(self, X):
         """Class probabilities from the MAP parameters: σ(ψ(f)) or softmax(ψ(f)) (spec §6)."""
         from bayesmkl.predict import draw_probabilities

@@ -31,9 +31,10 @@ import numbers
 import numpy as np
 from scipy.optimize import linprog
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, column_or_1d
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, column_or_1d
 
 from bayesmkl.baselines._base import MKLClassifierBase
+from bayesmkl.baselines._budget import Budget, check_max_time
 from bayesmkl.baselines._svm import combine, fit_svc, kernel_quadratics
 from bayesmkl.baselines.average import check_int, check_positive
 from bayesmkl.baselines.simplemkl import solve_simplemkl
@@ -43,7 +44,12 @@ __all__ = ["MLMKLSum", "MLMKLSA", "class_objectives", "minimax_lower_bound"]
 
 
 def class_objectives(
-    K: np.ndarray, Y: np.ndarray, p: np.ndarray, C: float = 1.0, svc_tol: float = 1e-6
+    K: np.ndarray,
+    Y: np.ndarray,
+    p: np.ndarray,
+    C: float = 1.0,
+    svc_tol: float = 1e-6,
+    sample_weight: np.ndarray | None = None,
 ) -> np.ndarray:
     """Per-task SVM dual objectives ``H_k(p)`` at the kernel weights ``p``.
 
@@ -59,6 +65,8 @@ def class_objectives(
         SVM box constraint.
     svc_tol : float
         libsvm stopping tolerance.
+    sample_weight : ndarray (N,), optional
+        Per-point box scaling ``0 ≤ α_i ≤ C·s_i``.
 
     Returns
     -------
@@ -66,7 +74,7 @@ def class_objectives(
         ``H_k``; its maximum is the worst-class objective of paper B eq. (3).
     """
     Kp = combine(K, p)
-    return np.array([fit_svc(Kp, y, C, svc_tol).objective for y in np.atleast_2d(Y)])
+    return np.array([fit_svc(Kp, y, C, svc_tol, sample_weight).objective for y in np.atleast_2d(Y)])
 
 
 def minimax_lower_bound(K: np.ndarray, V: np.ndarray) -> tuple[float, np.ndarray]:
@@ -114,7 +122,7 @@ class _MLMKLBase(MKLClassifierBase):
         check_positive("C", self.C)
         check_positive("svc_tol", self.svc_tol)
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit on ``X`` and labels ``y``.
 
         Parameters
@@ -124,6 +132,9 @@ class _MLMKLBase(MKLClassifierBase):
             A 1-D ``y`` gives a binary (one task) or one-vs-rest multiclass problem; a 2-D ``y``
             with L ≥ 2 columns gives one task per column (every column must contain both 0 and
             1); a column vector ``(N, 1)`` is raveled with a ``DataConversionWarning``.
+        sample_weight : array (N,), optional
+            Non-negative per-sample weights scaling each point's ``C`` in every task (times
+            ``class_weight`` for a 1-D ``y``).
 
         Returns
         -------
@@ -135,14 +146,24 @@ class _MLMKLBase(MKLClassifierBase):
             y_arr = y = column_or_1d(y_arr, warn=True)  # DataConversionWarning, as sklearn does
         if y_arr.ndim == 1:
             self.multilabel_ = False
-            return super().fit(X, y)
+            return super().fit(X, y, sample_weight)
         if y_arr.ndim != 2:
             raise ValueError(f"y must be 1-D labels or a 2-D indicator matrix; got {y_arr.shape}")
-        self.kernel_input_, K = KernelInput.fit(self.kernels, X)
+        self.kernel_input_, K = KernelInput.fit(self.kernels, X, kernel_names=self.kernel_names)
         if y_arr.shape[0] != K.shape[1]:
             raise ValueError(
                 f"X and y have different lengths: {K.shape[1]} samples in X, "
                 f"{y_arr.shape[0]} rows in y"
+            )
+        if self.class_weight is not None:
+            raise NotImplementedError(
+                f"{type(self).__name__}: class_weight is not defined for a multi-label y (one "
+                "weight per label column and value would be needed); pass sample_weight instead"
+            )
+        sw = None
+        if sample_weight is not None:
+            sw = _check_sample_weight(
+                sample_weight, y_arr, dtype=np.float64, ensure_non_negative=True
             )
         if not np.all(np.isin(y_arr, (0, 1))):
             raise ValueError("a 2-D y must be a multi-label indicator matrix of 0/1")
@@ -159,13 +180,13 @@ class _MLMKLBase(MKLClassifierBase):
         self.multilabel_ = True
         self.classes_ = np.arange(y_arr.shape[1])
         Y = np.where(y_arr.T == 1, 1.0, -1.0)
-        self._fit_kernels(np.asarray(K, dtype=np.float64), Y)
+        self._fit_kernels(np.asarray(K, dtype=np.float64), Y, sw)
         return self
 
-    def _final_svms(self, K: np.ndarray, Y: np.ndarray, p: np.ndarray) -> None:
+    def _final_svms(self, K: np.ndarray, Y: np.ndarray, p: np.ndarray, sw=None) -> None:
         """Per-task SVMs on ``K(p)`` and the worst-class diagnostics."""
         Kp = combine(K, p)
-        res = [fit_svc(Kp, y, self.C, self.svc_tol) for y in Y]
+        res = [fit_svc(Kp, y, self.C, self.svc_tol, sw) for y in Y]
         self.kernel_weights_ = np.asarray(p, dtype=np.float64).copy()
         self.dual_coef_ = np.stack([r.v for r in res])
         self.intercept_ = np.array([r.b for r in res])
@@ -218,6 +239,15 @@ class MLMKLSum(_MLMKLBase):
         Maximum reduced-gradient iterations.
     svc_tol : float, default=1e-6
         libsvm stopping tolerance.
+    max_time : float or None, default=None
+        Wall-clock budget in seconds; stopping on it keeps the last weights and issues a
+        ``ConvergenceWarning`` that names the limit.
+    class_weight : None, "balanced" or dict, default=None
+        Class weights for a 1-D ``y``, multiplied into ``fit``'s ``sample_weight``
+        (scikit-learn semantics); not defined for a multi-label ``y``.
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
 
     Attributes
     ----------
@@ -243,19 +273,33 @@ class MLMKLSum(_MLMKLBase):
     kernel_names_ : list of str
     """
 
-    def __init__(self, kernels="simplemkl", C=1.0, tol=1e-3, max_iter=500, svc_tol=1e-6):
+    def __init__(
+        self,
+        kernels="simplemkl",
+        C=1.0,
+        tol=1e-3,
+        max_iter=500,
+        svc_tol=1e-6,
+        max_time=None,
+        class_weight=None,
+        kernel_names=None,
+    ):
         self.kernels = kernels
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
         self.svc_tol = svc_tol
+        self.max_time = max_time
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
     def _validate_params(self) -> None:
         super()._validate_params()
         check_positive("tol", self.tol)
         check_int("max_iter", self.max_iter)
+        check_max_time(self.max_time)
 
-    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
+    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         fit = solve_simplemkl(
             K,
             Y,
@@ -264,11 +308,13 @@ class MLMKLSum(_MLMKLBase):
             max_iter=int(self.max_iter),
             svc_tol=float(self.svc_tol),
             name="MLMKLSum",
+            max_time=self.max_time,
+            sample_weight=sample_weight,
         )
         self.objective_ = np.asarray(fit.objectives, dtype=np.float64)
         self.n_iter_ = int(fit.n_iter)
         self.duality_gap_ = float(fit.duality_gap)
-        self._final_svms(K, Y, fit.state.mu)
+        self._final_svms(K, Y, fit.state.mu, sample_weight)
 
 
 class MLMKLSA(_MLMKLBase):
@@ -313,6 +359,15 @@ class MLMKLSA(_MLMKLBase):
         libsvm stopping tolerance.
     random_state : int, RandomState or None
         Seeds the task sampling.
+    max_time : float or None, default=None
+        Wall-clock budget in seconds; stopping on it keeps the last weights and issues a
+        ``ConvergenceWarning`` that names the limit.
+    class_weight : None, "balanced" or dict, default=None
+        Class weights for a 1-D ``y``, multiplied into ``fit``'s ``sample_weight``
+        (scikit-learn semantics); not defined for a multi-label ``y``.
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
 
     Attributes
     ----------
@@ -355,6 +410,9 @@ class MLMKLSA(_MLMKLBase):
         eta_scale=2.0,
         svc_tol=1e-6,
         random_state=None,
+        max_time=None,
+        class_weight=None,
+        kernel_names=None,
     ):
         self.kernels = kernels
         self.C = C
@@ -367,11 +425,15 @@ class MLMKLSA(_MLMKLBase):
         self.eta_scale = eta_scale
         self.svc_tol = svc_tol
         self.random_state = random_state
+        self.max_time = max_time
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
     def _validate_params(self) -> None:
         super()._validate_params()
         check_int("max_iter", self.max_iter)
         check_int("min_iter", self.min_iter, minimum=0)
+        check_max_time(self.max_time)
         if not isinstance(self.tol, numbers.Real) or self.tol < 0:
             raise ValueError(f"tol must be a non-negative number; got {self.tol!r}")
         if not isinstance(self.delta, numbers.Real) or not 0 < self.delta <= 1:
@@ -381,10 +443,11 @@ class MLMKLSA(_MLMKLBase):
                 check_positive(name, getattr(self, name))
         check_positive("eta_scale", self.eta_scale)
 
-    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
+    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         rng = check_random_state(self.random_state)
         P, m = K.shape[0], Y.shape[0]
         T = int(self.max_iter)
+        budget = Budget("MLMKLSA", None, self.max_time)
         delta = float(self.delta)
         p = np.full(P, 1.0 / P)
         gam = np.full(m, 1.0 / m)
@@ -404,10 +467,13 @@ class MLMKLSA(_MLMKLBase):
                     break
             if t == T:
                 break  # p_T is averaged; no further step is needed
+            if budget.out_of_time():
+                budget.warn(t, "averaged weights' change")
+                break
             gam_s = (1.0 - delta) * gam + delta / m
             j = int(rng.choice(m, p=gam_s / gam_s.sum()))
             counts[j] += 1
-            res = fit_svc(combine(K, p), Y[j], self.C, self.svc_tol)
+            res = fit_svc(combine(K, p), Y[j], self.C, self.svc_tol, sample_weight)
             gp = -kernel_quadratics(K, res.v)
             spread = float(gp.max() - gp.min())
             if eta_p is None and spread > 1e-12 * float(np.abs(gp).max()):
@@ -431,4 +497,4 @@ class MLMKLSA(_MLMKLBase):
         self.task_weights_ = g_sum / t
         self.task_counts_ = counts
         self.weight_path_ = np.asarray(path)
-        self._final_svms(K, Y, p_sum / t)
+        self._final_svms(K, Y, p_sum / t, sample_weight)

@@ -19,6 +19,7 @@ import numbers
 import numpy as np
 
 from bayesmkl.baselines._base import MKLClassifierBase
+from bayesmkl.baselines._budget import check_max_time
 from bayesmkl.baselines._simplex import elastic_net_min_ratio, elastic_net_support
 from bayesmkl.baselines.average import check_int, check_positive, store_fit
 from bayesmkl.baselines.lpmkl import alternating_mkl
@@ -66,6 +67,15 @@ class SGMKL(MKLClassifierBase):
         Maximal number of weight updates.
     svc_tol : float, default=1e-6
         libsvm stopping tolerance.
+    max_time : float or None, default=None
+        Wall-clock budget in seconds; stopping on it (or on ``max_iter``) keeps the last
+        weights and issues a ``ConvergenceWarning`` that names the limit.
+    class_weight : None, "balanced" or dict, default=None
+        Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
+        ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
 
     Attributes
     ----------
@@ -84,15 +94,29 @@ class SGMKL(MKLClassifierBase):
     classes_ : ndarray
     """
 
-    def __init__(self, kernels="simplemkl", v=0.5, C=1.0, tol=1e-3, max_iter=500, svc_tol=1e-6):
+    def __init__(
+        self,
+        kernels="simplemkl",
+        v=0.5,
+        C=1.0,
+        tol=1e-3,
+        max_iter=500,
+        svc_tol=1e-6,
+        max_time=None,
+        class_weight=None,
+        kernel_names=None,
+    ):
         self.kernels = kernels
         self.v = v
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
         self.svc_tol = svc_tol
+        self.max_time = max_time
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
-    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
+    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         v = check_v(self.v)
         fit = alternating_mkl(
             K,
@@ -106,6 +130,8 @@ class SGMKL(MKLClassifierBase):
             svc_tol=check_positive("svc_tol", self.svc_tol),
             criterion="gap",
             name="SGMKL",
+            max_time=check_max_time(self.max_time),
+            sample_weight=sample_weight,
         )
         store_fit(self, fit)
         self.normalized_weights_ = self.kernel_weights_ / self.kernel_weights_.sum()

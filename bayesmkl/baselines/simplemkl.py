@@ -33,6 +33,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from bayesmkl.baselines._base import MKLClassifierBase
+from bayesmkl.baselines._budget import Budget, check_max_time
 from bayesmkl.baselines.average import (
     MKLFit,
     WeightedSVMs,
@@ -41,7 +42,6 @@ from bayesmkl.baselines.average import (
     relative_gap,
     solve_at_weights,
     store_fit,
-    warn_not_converged,
     with_gradient,
 )
 
@@ -218,6 +218,8 @@ def solve_simplemkl(
     svc_tol: float,
     mu0: np.ndarray | None = None,
     name: str = "SimpleMKL",
+    max_time: float | None = None,
+    sample_weight: np.ndarray | None = None,
 ) -> MKLFit:
     """Run SimpleMKL until the relative duality gap is ``≤ tol`` (or ``max_iter`` iterations).
 
@@ -235,15 +237,22 @@ def solve_simplemkl(
         Initial weights on the simplex (default uniform).
     name : str
         Used in warnings.
+    max_time : float, optional
+        Wall-clock budget in seconds (checked between iterations).
+    sample_weight : ndarray (N,), optional
+        Per-point box scaling ``0 ≤ α_i ≤ C·s_i`` (see :func:`.average.solve_at_weights`).
 
     Returns
     -------
     MKLFit
     """
+    budget = Budget(name, max_iter, max_time, unit="weight updates")
     P = K.shape[0]
 
     def evaluate(mu, gradient=True):
-        return solve_at_weights(K, Y, mu, C, svc_tol, gradient=gradient)
+        return solve_at_weights(
+            K, Y, mu, C, svc_tol, gradient=gradient, sample_weight=sample_weight
+        )
 
     def complete(state):
         return with_gradient(K, state)
@@ -254,7 +263,7 @@ def solve_simplemkl(
     s = evaluate(np.full(P, 1.0 / P) if mu0 is None else _on_simplex(np.asarray(mu0, float)))
     history = [s.J]
     n_iter = 0
-    while gap_of(s) > tol and n_iter < max_iter:
+    while gap_of(s) > tol and not budget.exhausted(n_iter):
         new = reduced_gradient_step(s, evaluate, complete)
         n_iter += 1
         if new is s:
@@ -269,7 +278,7 @@ def solve_simplemkl(
         history.append(s.J)
     else:
         if gap_of(s) > tol:
-            warn_not_converged(name, max_iter, "duality gap")
+            budget.warn(n_iter, "duality gap")
     return MKLFit(s, np.array(history), n_iter, gap_of(s))
 
 
@@ -291,6 +300,15 @@ class SimpleMKL(MKLClassifierBase):
         Maximal number of reduced-gradient iterations.
     svc_tol : float, default=1e-6
         libsvm stopping tolerance (the gradient comes from the SVM solution, so keep it tight).
+    max_time : float or None, default=None
+        Wall-clock budget in seconds; stopping on it (or on ``max_iter``) keeps the last
+        weights and issues a ``ConvergenceWarning`` that names the limit.
+    class_weight : None, "balanced" or dict, default=None
+        Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
+        ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
 
     Attributes
     ----------
@@ -308,14 +326,27 @@ class SimpleMKL(MKLClassifierBase):
     classes_ : ndarray
     """
 
-    def __init__(self, kernels="simplemkl", C=1.0, tol=1e-3, max_iter=500, svc_tol=1e-6):
+    def __init__(
+        self,
+        kernels="simplemkl",
+        C=1.0,
+        tol=1e-3,
+        max_iter=500,
+        svc_tol=1e-6,
+        max_time=None,
+        class_weight=None,
+        kernel_names=None,
+    ):
         self.kernels = kernels
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
         self.svc_tol = svc_tol
+        self.max_time = max_time
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
-    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
+    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         fit = solve_simplemkl(
             K,
             Y,
@@ -323,5 +354,7 @@ class SimpleMKL(MKLClassifierBase):
             tol=check_positive("tol", self.tol),
             max_iter=check_int("max_iter", self.max_iter),
             svc_tol=check_positive("svc_tol", self.svc_tol),
+            max_time=check_max_time(self.max_time),
+            sample_weight=sample_weight,
         )
         store_fit(self, fit)

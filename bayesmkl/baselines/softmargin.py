@@ -29,6 +29,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from bayesmkl.baselines._base import MKLClassifierBase
+from bayesmkl.baselines._budget import Budget, check_max_time
 from bayesmkl.baselines._simplex import (
     box_simplex_min_ratio,
     box_simplex_support,
@@ -42,7 +43,6 @@ from bayesmkl.baselines.average import (
     relative_gap,
     solve_at_weights,
     store_fit,
-    warn_not_converged,
 )
 from bayesmkl.baselines.lpmkl import alternating_mkl, solve_lp_mkl
 
@@ -59,6 +59,8 @@ def solve_sm1(
     max_iter: int,
     svc_tol: float,
     name: str = "SM1MKL",
+    max_time: float | None = None,
+    sample_weight: np.ndarray | None = None,
 ) -> MKLFit:
     """SM1MKL (Algorithm 1): SVMs at ``μ`` ↔ ``μ = argmin_{M1} Σ a_m/μ_m``, ``a_m = μ_m² H_m``.
 
@@ -71,7 +73,7 @@ def solve_sm1(
     Y : ndarray (C, N)
     theta : float
         Cap ``θ ≥ 1/P`` (``inf`` allowed).
-    C, tol, max_iter, svc_tol
+    C, tol, max_iter, svc_tol, max_time, sample_weight
         As in :func:`.lpmkl.alternating_mkl` (``tol`` on the relative duality gap).
     name : str
 
@@ -82,7 +84,7 @@ def solve_sm1(
     P = K.shape[0]
     uniform = np.full(P, 1.0 / P)
     if theta * P <= 1.0 + 1e-12:
-        s = solve_at_weights(K, Y, uniform, C, svc_tol)
+        s = solve_at_weights(K, Y, uniform, C, svc_tol, sample_weight=sample_weight)
         return MKLFit(s, np.array([s.J]), 0, 0.0)
     return alternating_mkl(
         K,
@@ -96,6 +98,8 @@ def solve_sm1(
         svc_tol=svc_tol,
         criterion="gap",
         name=name,
+        max_time=max_time,
+        sample_weight=sample_weight,
     )
 
 
@@ -110,6 +114,8 @@ def solve_sm2(
     svc_tol: float,
     armijo: float = 1e-4,
     name: str = "SM2MKL",
+    max_time: float | None = None,
+    sample_weight: np.ndarray | None = None,
 ) -> MKLFit:
     """SM2MKL (Algorithm 2): projected gradient on ``F(μ) = J(μ) + ‖μ‖²/(2θ)`` over the simplex.
 
@@ -125,7 +131,7 @@ def solve_sm2(
     Y : ndarray (C, N)
     theta : float
         ``θ > 0`` (``inf`` allowed: L1-MKL by projected gradient).
-    C, tol, max_iter, svc_tol
+    C, tol, max_iter, svc_tol, max_time, sample_weight
         As in :func:`.lpmkl.alternating_mkl` (``tol`` on the relative duality gap).
     armijo : float
         Sufficient-decrease constant.
@@ -136,6 +142,7 @@ def solve_sm2(
     MKLFit
         ``objectives`` holds ``F``.
     """
+    budget = Budget(name, max_iter, max_time, unit="weight updates")
     P = K.shape[0]
     inv = 0.0 if np.isinf(theta) else 1.0 / theta
 
@@ -149,19 +156,19 @@ def solve_sm2(
         primal_term = s.mu @ s.H - 0.5 * inv * (s.mu @ s.mu)
         return relative_gap(simplex_ridge_support(s.H, theta) - primal_term, F(s))
 
-    s = solve_at_weights(K, Y, np.full(P, 1.0 / P), C, svc_tol)
+    s = solve_at_weights(K, Y, np.full(P, 1.0 / P), C, svc_tol, sample_weight=sample_weight)
     f, g = F(s), grad(s)
     eta = 1.0 / max(inv + np.ptp(s.H), 1e-12 * max(s.H.max(), 1e-300))
     history = [f]
     n_iter = 0
     stalled = False
-    while gap_of(s) > tol and n_iter < max_iter:
+    while gap_of(s) > tol and not budget.exhausted(n_iter):
         for _ in range(60):
             step = project_simplex(s.mu - eta * g) - s.mu
             if np.max(np.abs(step)) <= 1e-15:
                 stalled = True
                 break
-            new = solve_at_weights(K, Y, s.mu + step, C, svc_tol)
+            new = solve_at_weights(K, Y, s.mu + step, C, svc_tol, sample_weight=sample_weight)
             f_new = F(new)
             if f_new <= f + armijo * (g @ step):
                 break
@@ -183,7 +190,7 @@ def solve_sm2(
         n_iter += 1
         history.append(f)
     if not stalled and gap_of(s) > tol:
-        warn_not_converged(name, max_iter, "duality gap")
+        budget.warn(n_iter, "duality gap")
     return MKLFit(s, np.array(history), n_iter, gap_of(s))
 
 
@@ -223,6 +230,15 @@ class SoftMarginMKL(MKLClassifierBase):
         Maximal number of weight updates.
     svc_tol : float, default=1e-6
         libsvm stopping tolerance.
+    max_time : float or None, default=None
+        Wall-clock budget in seconds; stopping on it (or on ``max_iter``) keeps the last
+        weights and issues a ``ConvergenceWarning`` that names the limit.
+    class_weight : None, "balanced" or dict, default=None
+        Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
+        ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.
+    kernel_names : sequence of str, optional
+        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
+        with a pool, which names its kernels itself.
 
     Attributes
     ----------
@@ -250,6 +266,9 @@ class SoftMarginMKL(MKLClassifierBase):
         tol=1e-3,
         max_iter=500,
         svc_tol=1e-6,
+        max_time=None,
+        class_weight=None,
+        kernel_names=None,
     ):
         self.kernels = kernels
         self.loss = loss
@@ -258,8 +277,11 @@ class SoftMarginMKL(MKLClassifierBase):
         self.tol = tol
         self.max_iter = max_iter
         self.svc_tol = svc_tol
+        self.max_time = max_time
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
-    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray) -> None:
+    def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         if self.loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}; got {self.loss!r}")
         theta = check_positive("theta", self.theta, allow_inf=True)
@@ -268,6 +290,8 @@ class SoftMarginMKL(MKLClassifierBase):
             tol=check_positive("tol", self.tol),
             max_iter=check_int("max_iter", self.max_iter),
             svc_tol=check_positive("svc_tol", self.svc_tol),
+            max_time=check_max_time(self.max_time),
+            sample_weight=sample_weight,
         )
         P = K.shape[0]
         if self.loss == "hinge":

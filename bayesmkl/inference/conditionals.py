@@ -87,6 +87,16 @@ def sample_ab(key, Kw, delta, lam, nu, tau):
     t = δ_c ⊙ (1 + λ_c). Neither 1/ν nor 1/λ appears. The N×N system is Jacobi-scaled before
     the Cholesky, because its diagonal spans many orders of magnitude.
 
+    Rank-deficient K_w (duplicated training rows) with ν_i ≫ λ_i make the scaled system
+    numerically singular: its exact smallest eigenvalue λ_i/M_ii can fall below the rounding
+    error of forming M (≈ N·ε·M_ii), and the Cholesky then returns NaN. For the classes where it
+    does, the factorisation is retried with a jitter δ·I on the scaled system, δ = N·ε·10^k,
+    k = 0, 1, … (:data:`AB_JITTER_RETRIES` at most), and the noise n gets a matching extra
+    N(0, δ·M_ii), so the draw is *exact* for the conditional in which λ_i is replaced by
+    λ_i + δ·M_ii — a perturbation of the size of the rounding error already incurred in
+    forming M. Classes whose plain Cholesky succeeds are unaffected (δ = 0, same draws as
+    without the retry); see :func:`sample_ab_jitter` for δ.
+
     Parameters
     ----------
     key : PRNG key
@@ -101,6 +111,24 @@ def sample_ab(key, Kw, delta, lam, nu, tau):
     a : array (C, N)
     b : array (C,)
     """
+    a, b, _ = sample_ab_jitter(key, Kw, delta, lam, nu, tau)
+    return a, b
+
+
+#: Most retries of the jittered Cholesky in :func:`sample_ab` (δ ≤ N·ε·10^AB_JITTER_RETRIES).
+#: With unit diagonal the scaled system's computed eigenvalues are ≥ −O(N²ε), so δ = N²·ε·10
+#: always suffices: k = ⌈log10 N⌉ + 1 retries (4 for N < 1000); more are allowed for safety.
+AB_JITTER_RETRIES = 8
+
+
+def sample_ab_jitter(key, Kw, delta, lam, nu, tau):
+    """:func:`sample_ab` that also returns the jitter δ ``(C,)`` used per class (0 = none).
+
+    The draw is exact for the conditional with λ_c replaced by ``λ_c + δ_c · diag(M_c)``,
+    ``M_c = K_w diag(ν_c) K_w + τ 11ᵀ + Λ_c``. A class whose system is still not factorisable
+    after :data:`AB_JITTER_RETRIES` retries (only non-finite input) keeps NaN draws, which the
+    estimator reports (:func:`bayesmkl._checks.check_draws`).
+    """
     C, N = delta.shape
     ku, kn = jax.random.split(key)
     u_a = jax.random.normal(ku, (C, N + 1))
@@ -108,16 +136,38 @@ def sample_ab(key, Kw, delta, lam, nu, tau):
     d = jnp.concatenate([nu, jnp.full((C, 1), tau)], axis=1)  # (C, N+1)
     u = u_a * jnp.sqrt(d)
     v = u[:, :N] @ Kw + u[:, N:] + jnp.sqrt(lam) * z_n  # X̃u + n, (C, N)  (K_w symmetric)
-    rhs = delta * (1.0 + lam) - v
     # M_c = K_w diag(ν_c) K_w + τ 11ᵀ + Λ_c  — one batched GEMM for all classes
     M = jnp.einsum("ij,cj,jk->cik", Kw, nu, Kw) + tau + jax.vmap(jnp.diag)(lam)
     scale = jnp.sqrt(jnp.diagonal(M, axis1=1, axis2=2))  # (C, N) Jacobi scaling
     Ms = M / (scale[:, :, None] * scale[:, None, :])
     L = jnp.linalg.cholesky(Ms)
+
+    def failed(L):
+        return ~jnp.all(jnp.isfinite(L), axis=(1, 2))  # (C,)
+
+    eye = jnp.eye(N, dtype=Ms.dtype)
+    base = N * jnp.finfo(Ms.dtype).eps
+
+    def retry(carry):  # only entered when some class failed; δ_c grows tenfold per round
+        k, L, jit = carry
+        bad = failed(L)
+        jit_k = jnp.where(bad, base * 10.0**k, jit)
+        L_k = jnp.linalg.cholesky(Ms + jit_k[:, None, None] * eye)
+        return k + 1, jnp.where(bad[:, None, None], L_k, L), jit_k
+
+    _, L, jit = jax.lax.while_loop(
+        lambda c: jnp.any(failed(c[1])) & (c[0] <= AB_JITTER_RETRIES),
+        retry,
+        (jnp.zeros((), jnp.int32), L, jnp.zeros(C, Ms.dtype)),
+    )
+    # matching noise N(0, δ·M_ii): exact draw for λ' = λ + δ·diag(M); zero when δ = 0
+    z_j = jax.random.normal(jax.random.fold_in(key, 2), (C, N))
+    v = v + jnp.sqrt(jit)[:, None] * scale * z_j
+    rhs = delta * (1.0 + lam) - v
     omega = jax.scipy.linalg.cho_solve((L, True), (rhs / scale)[..., None])[..., 0] / scale
     a = u[:, :N] + nu * (omega @ Kw)
     b = u[:, N] + tau * jnp.sum(omega, axis=1)
-    return a, b
+    return a, b, jit
 
 
 # --------------------------------------------------------------------------------------------

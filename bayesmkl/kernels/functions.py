@@ -9,10 +9,10 @@ Conventions (spec §7.2)
   ``gamma = 1, coef0 = offset``).
 * Linear: ``k(x, z) = x^T z``.
 
-Every function here is pure: it takes arrays and returns JAX arrays (float64 once ``bayesmkl``
-is imported, since the package enables x64). Nothing is normalised or centred here except by
-:func:`center_cross_kernels` and :func:`normalize_cross_kernels`, which implement the pool's
-preprocessing on precomputed blocks.
+Every function here is pure: it takes arrays and returns JAX arrays; the public ones compute in
+float64 whatever the caller's ``jax_enable_x64`` (see :mod:`bayesmkl._x64`). Nothing is
+normalised or centred here except by :func:`center_cross_kernels` and
+:func:`normalize_cross_kernels`, which implement the pool's preprocessing on precomputed blocks.
 
 Squared distances and inner products are computed by an XLA-fused broadcast-and-reduce rather
 than by the expansion ``||x||^2 + ||z||^2 - 2 x^T z``: no ``(N, M, d)`` tensor is materialised,
@@ -29,6 +29,8 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from bayesmkl._x64 import with_x64
 
 __all__ = [
     "center_cross_kernels",
@@ -166,6 +168,7 @@ def _pf_poly(X, Z, offsets, degrees):
 # --------------------------------------------------------------------------------------------
 
 
+@with_x64
 def squared_distances(X, Z=None) -> jax.Array:
     """Squared Euclidean distances ``||x_i - z_j||^2`` over all features.
 
@@ -184,6 +187,7 @@ def squared_distances(X, Z=None) -> jax.Array:
     return _sqdist(X, Z)
 
 
+@with_x64
 def inner_products(X, Z=None) -> jax.Array:
     """Inner products ``x_i^T z_j``.
 
@@ -201,6 +205,7 @@ def inner_products(X, Z=None) -> jax.Array:
     return _inner(X, Z)
 
 
+@with_x64
 def feature_squared_distances(X, Z=None) -> jax.Array:
     """Per-feature squared differences ``(x_ij - z_kj)^2``.
 
@@ -220,6 +225,7 @@ def feature_squared_distances(X, Z=None) -> jax.Array:
     return _feature_sqdist(X, Z)
 
 
+@with_x64
 def feature_products(X, Z=None) -> jax.Array:
     """Per-feature products ``x_ij * z_kj``.
 
@@ -237,6 +243,7 @@ def feature_products(X, Z=None) -> jax.Array:
     return _feature_prod(X, Z)
 
 
+@with_x64
 def gaussian_kernel(X, Z=None, widths=1.0) -> jax.Array:
     """Gaussian kernel(s) ``exp(-||x - z||^2 / (2 sigma^2))`` on all features.
 
@@ -262,6 +269,7 @@ def gaussian_kernel(X, Z=None, widths=1.0) -> jax.Array:
     return K[0] if scalar else K
 
 
+@with_x64
 def polynomial_kernel(X, Z=None, degrees=2, offset=1.0) -> jax.Array:
     """Polynomial kernel(s) ``(x^T z + offset)^degree`` on all features.
 
@@ -290,6 +298,7 @@ def polynomial_kernel(X, Z=None, degrees=2, offset=1.0) -> jax.Array:
     return K[0] if scalar else K
 
 
+@with_x64
 def linear_kernel(X, Z=None) -> jax.Array:
     """Linear kernel ``x^T z``.
 
@@ -306,6 +315,7 @@ def linear_kernel(X, Z=None) -> jax.Array:
     return inner_products(X, Z)
 
 
+@with_x64
 def per_feature_gaussian_kernels(X, Z=None, widths=1.0) -> jax.Array:
     """Gaussian kernels on every single feature and every width, in one computation.
 
@@ -327,6 +337,7 @@ def per_feature_gaussian_kernels(X, Z=None, widths=1.0) -> jax.Array:
     return _pf_gauss(X, Z, w)
 
 
+@with_x64
 def per_feature_polynomial_kernels(X, Z=None, degrees=2, offset=1.0) -> jax.Array:
     """Polynomial kernels on every single feature and every degree, in one computation.
 
@@ -350,6 +361,7 @@ def per_feature_polynomial_kernels(X, Z=None, degrees=2, offset=1.0) -> jax.Arra
     return _pf_poly(X, Z, _offsets(offset, len(deg)), degrees=deg)
 
 
+@with_x64
 def center_cross_kernels(K, train_row_means, train_grand_mean) -> jax.Array:
     """Centre kernel rows with training statistics (spec §7.2).
 
@@ -373,6 +385,7 @@ def center_cross_kernels(K, train_row_means, train_grand_mean) -> jax.Array:
     return _center(K, jnp.asarray(train_row_means), jnp.asarray(train_grand_mean))
 
 
+@with_x64
 def normalize_cross_kernels(K, row_self, col_self, floor=None) -> jax.Array:
     """Unit-diagonal ("spherical") normalisation ``K(x, z) / sqrt(K(x, x) K(z, z))``.
 

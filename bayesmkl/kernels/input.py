@@ -8,7 +8,8 @@ Accepted values
     A user pool; it is copied before fitting, so the estimator never mutates its parameter.
 ``"precomputed"``
     ``fit(K, y)`` takes a stack ``(P, N, N)`` (or a list of ``N x N`` Gram matrices) and
-    ``predict(K_test)`` takes ``(P, M, N)``.
+    ``predict(K_test)`` takes ``(P, M, N)``. The estimators' ``kernel_names`` parameter names the
+    kernels (default ``K0, K1, ...``).
 """
 
 from __future__ import annotations
@@ -66,15 +67,22 @@ class KernelInput:
     n_train: int
 
     @classmethod
-    def fit(cls, kernels, X, *, dtype=None) -> tuple[KernelInput, np.ndarray]:
+    def fit(cls, kernels, X, *, dtype=None, kernel_names=None) -> tuple[KernelInput, np.ndarray]:
         """Resolve ``kernels``, build the training kernels from ``X``; return ``(input, K)``.
 
         ``X`` is a feature matrix ``(N, d)``, or for ``kernels="precomputed"`` a stack
         ``(P, N, N)`` or a list of Gram matrices. ``K`` has shape ``(P, N, N)``.
+        ``kernel_names`` (one string per kernel) names precomputed kernels; a pool names its
+        kernels itself, so giving names with a pool is an error.
         """
         pool = resolve_kernels(kernels)
         if pool is None:
-            K, names = validate_precomputed(X)
+            K, names = validate_precomputed(X, kernel_names)
+        elif kernel_names is not None:
+            raise ValueError(
+                "kernel_names is for kernels='precomputed' only: a KernelPool names its own "
+                "kernels (set KernelSpec(..., display_name=...) to rename one)"
+            )
         else:
             if dtype is not None:
                 pool.dtype = dtype

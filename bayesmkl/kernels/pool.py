@@ -17,27 +17,36 @@ and each chunk is written into the preallocated NumPy output.
 Preprocessing order (spec §7.2): standardise features with training mean/sd -> base kernel ->
 centre with training statistics (``center=True``) -> unit-diagonal normalisation
 (``normalize=True``) -> cast to ``dtype``. Everything is computed in float64.
+
+Custom kernels (user callables, scikit-learn GP kernel objects, ``pairwise_kernels`` names) are
+specs too; they are evaluated one by one in NumPy and share the same preprocessing (see
+:mod:`bayesmkl.kernels.custom`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayesmkl._x64 import with_x64
+from bayesmkl.kernels import custom
 from bayesmkl.kernels import functions as F
 
 __all__ = [
     "BSVM_WIDTHS",
     "DEFAULT_DEGREES",
+    "KernelMemoryError",
     "KernelPool",
     "KernelSpec",
     "NotFittedError",
+    "PSD_RTOL",
+    "kernel_memory_limit",
     "SIMPLEMKL_WIDTHS",
     "validate_precomputed",
 ]
@@ -54,6 +63,71 @@ DEFAULT_DEGREES = (1, 2, 3)
 # (16 MB of float64: small enough for the allocator to recycle warm memory between chunks,
 # which measured faster than bigger chunks that page-fault fresh memory on every call).
 _CHUNK_ENTRIES = 2**21
+
+
+#: Relative tolerance of the positive semi-definiteness check of precomputed kernels, by dtype:
+#: a Gram matrix is accepted when ``K + PSD_RTOL · max|K| · I`` has a Cholesky factor, i.e. when
+#: its smallest eigenvalue is above ``−PSD_RTOL · max|K|`` (``max|K|`` bounds the diagonal of a PSD
+#: matrix). The float64 value leaves a wide margin over rounding errors of computed kernels
+#: (≈ N·ε·max|K|); float32 kernels carry ≈ 1e−7 relative errors per entry.
+PSD_RTOL = {"float64": 1e-6, "float32": 1e-3}
+
+#: Environment variable with the most memory (GiB) one kernel tensor may take; default: the
+#: memory available now (``MemAvailable`` of ``/proc/meminfo``).
+MEMORY_LIMIT_ENV = "BAYESMKL_MEMORY_LIMIT_GB"
+
+
+class KernelMemoryError(ValueError, MemoryError):
+    """A kernel tensor would not fit in memory (raised before allocating it)."""
+
+
+def kernel_memory_limit() -> float | None:
+    """Bytes one kernel tensor may take: ``$BAYESMKL_MEMORY_LIMIT_GB`` or the available memory.
+
+    ``None`` when neither is known (no check is then made).
+    """
+    import os
+
+    env = os.environ.get(MEMORY_LIMIT_ENV)
+    if env:
+        try:
+            return float(env) * 2**30
+        except ValueError:
+            raise ValueError(f"{MEMORY_LIMIT_ENV}={env!r} is not a number of GiB") from None
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_kernel_memory(P: int, M: int, N: int, dtype, what: str = "kernel tensor") -> int:
+    """Raise :class:`KernelMemoryError` when ``P × M × N`` entries of ``dtype`` exceed the limit.
+
+    Returns the number of bytes otherwise.
+    """
+    itemsize = np.dtype(dtype).itemsize
+    need = int(P) * int(M) * int(N) * itemsize
+    limit = kernel_memory_limit()
+    if limit is not None and need > limit:
+        gib = need / 2**30
+        hints = []
+        if itemsize > 4:
+            hints.append(f"kernel_dtype='float32' (CLI: --kernel-dtype float32; {gib / 2:.3g} GiB)")
+        hints.append("fewer kernels (e.g. 'bsvm16' instead of 'simplemkl', 13·(d+1) kernels)")
+        hints.append("fewer rows, or a feature view")
+        raise KernelMemoryError(
+            f"the {what} ({P} kernels × {M} × {N}, {np.dtype(dtype).name}) needs "
+            f"{gib:.3g} GiB but only {limit / 2**30:.3g} GiB are available "
+            f"(set {MEMORY_LIMIT_ENV} to change the limit); use " + ", ".join(hints)
+        )
+    return need
 
 
 class NotFittedError(ValueError):
@@ -123,16 +197,26 @@ class KernelSpec:
 
     Parameters
     ----------
-    kind : {"gauss", "poly", "linear"}
-    param : float or int or None
+    kind : {"gauss", "poly", "linear"}, pairwise kernel name, callable or sklearn Kernel
+        The package's own kernels, or a custom one (:mod:`bayesmkl.kernels.custom`): a
+        :func:`sklearn.metrics.pairwise.pairwise_kernels` name (``"rbf"``, ``"laplacian"``,
+        ``"sigmoid"``, ``"chi2"``, ``"cosine"``, ...; ``"poly"``/``"linear"`` with a dict
+        ``param`` also mean scikit-learn's), a callable ``k(X, Y) -> (len(X), len(Y))`` array,
+        or a :class:`sklearn.gaussian_process.kernels.Kernel` instance.
+    param : float or int or dict or None
         Width ``sigma > 0`` for ``"gauss"``; integer degree ``>= 1`` for ``"poly"``; ``None``
-        for ``"linear"``.
+        for ``"linear"``. For a pairwise name, its keyword parameters (e.g. ``{"gamma": 0.5}``);
+        for a callable, extra keyword arguments (or ``None``); ``None`` for a GP kernel. Custom
+        parameters are stored as a sorted tuple of ``(name, value)`` pairs.
     features : "all", "each", int, slice or sequence of int
         ``"all"`` uses every column; a tuple of column indices uses those columns; ``"each"``
         is a *template* that a pool expands at fit into one kernel per single feature.
         Stored as ``"all"``, ``"each"`` or a tuple of int.
     label : str, optional
         Shown instead of the feature list in :attr:`name` (e.g. a view name).
+    display_name : str, optional
+        The kernel's full name, replacing the derived one (per-feature templates append
+        ``[x<j>]``).
 
     Examples
     --------
@@ -142,16 +226,35 @@ class KernelSpec:
     'poly(d=2)[all]'
     >>> KernelSpec("gauss", 2, slice(0, 240)).name
     'gauss(s=2)[x0:240]'
+    >>> KernelSpec("rbf", {"gamma": 0.5}, [0, 1]).name
+    'rbf(gamma=0.5)[x0:2]'
     """
 
-    kind: str
-    param: float | int | None = None
+    kind: object
+    param: object = None
     features: str | tuple[int, ...] = "all"
     label: str | None = None
+    display_name: str | None = None
+    _family: str = field(default="", init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"kernel kind must be one of {KINDS}; got {self.kind!r}")
+        builtin = isinstance(self.kind, str) and (
+            self.kind == "gauss" or (self.kind in KINDS and not isinstance(self.param, Mapping))
+        )
+        if builtin:
+            self._check_builtin()
+            object.__setattr__(self, "_family", self.kind)
+        else:
+            family, _, params = custom.classify(self.kind, self.param)
+            object.__setattr__(self, "_family", family)
+            object.__setattr__(self, "param", None if family == "sklearn" else params)
+        object.__setattr__(self, "features", _coerce_features(self.features))
+        for attr in ("label", "display_name"):
+            value = getattr(self, attr)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"{attr} must be a string or None; got {value!r}")
+
+    def _check_builtin(self):
         p = self.param
         if self.kind == "gauss":
             if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)):
@@ -167,14 +270,27 @@ class KernelSpec:
         elif p is not None:
             raise ValueError(f"a linear kernel takes no parameter; got {p!r}")
         object.__setattr__(self, "param", p)
-        object.__setattr__(self, "features", _coerce_features(self.features))
-        if self.label is not None and not isinstance(self.label, str):
-            raise ValueError(f"label must be a string or None; got {self.label!r}")
+
+    @property
+    def family(self) -> str:
+        """``"gauss"``, ``"poly"``, ``"linear"``, or a custom family: ``"pairwise"``,
+        ``"sklearn"``, ``"callable"``."""
+        return self._family
+
+    @property
+    def is_custom(self) -> bool:
+        """True for a user callable, a scikit-learn kernel object or a pairwise kernel name."""
+        return self._family in custom.CUSTOM_FAMILIES
 
     @property
     def name(self) -> str:
-        """Readable name, e.g. ``gauss(s=0.25)[x7]``, ``poly(d=2)[all]``, ``linear[fou]``."""
+        """Readable name, e.g. ``gauss(s=0.25)[x7]``, ``poly(d=2)[all]``, ``linear[fou]``,
+        ``rbf(gamma=0.5)[all]``, ``callable:my_func[x0:4]``, or the ``display_name``."""
+        if self.display_name is not None:
+            return self.display_name
         feats = self.label if self.label is not None else _features_label(self.features)
+        if self.is_custom:
+            return f"{custom.head_name(self._family, self.kind, self.param or ())}[{feats}]"
         if self.kind == "gauss":
             head = f"gauss(s={_fmt_number(self.param)})"
         elif self.kind == "poly":
@@ -191,8 +307,17 @@ class KernelSpec:
     def expand(self, n_features: int) -> list[KernelSpec]:
         """Concrete specs for data with ``n_features`` columns (templates give one per column)."""
         if self.is_template:
-            return [KernelSpec(self.kind, self.param, (j,)) for j in range(n_features)]
+            dn = self.display_name
+            return [
+                KernelSpec(self.kind, self.param, (j,),
+                           display_name=None if dn is None else f"{dn}[x{j}]")
+                for j in range(n_features)
+            ]  # fmt: skip
         return [self]
+
+    def custom_parts(self) -> tuple[str, object, tuple]:
+        """``(family, kernel, params)`` of a custom spec, as :mod:`.custom` evaluates them."""
+        return self._family, self.kind, self.param or ()
 
 
 def _coerce_spec(s) -> KernelSpec:
@@ -202,7 +327,12 @@ def _coerce_spec(s) -> KernelSpec:
         return KernelSpec(**s)
     if isinstance(s, (tuple, list)):
         return KernelSpec(*s)
-    raise ValueError(f"cannot interpret {s!r} as a KernelSpec (kind, param, features)")
+    if callable(s):  # a bare callable or scikit-learn kernel object, on all features
+        return KernelSpec(s)
+    raise ValueError(
+        f"cannot interpret {s!r} as a KernelSpec (kind, param, features), a callable or a "
+        "scikit-learn kernel object"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -230,6 +360,8 @@ def _plan(specs: Sequence[KernelSpec], poly_offset: float) -> list[_Group]:
     subset: dict = {}
     single: dict = {}
     for i, s in enumerate(specs):
+        if s.is_custom:  # evaluated one by one (KernelPool._custom_kernel)
+            continue
         if s.kind == "gauss":
             fam, par = "gauss", (s.param, None)
         elif s.kind == "poly":
@@ -331,12 +463,21 @@ def _kernel_block(A, B, params, offsets, row_means, grand_means, *, family, degr
                   normalize):
     """Kernels ``(k, M, N)`` in float64 for one chunk (the cast to storage dtype is on copy)."""
     K, dA, dB = _raw_block(family, A, B, params, offsets, degrees)
+    # normalisation is a no-op for raw Gaussians (unit self-similarity)
+    normalize = normalize and (center or family in ("poly", "pf_poly"))
+    return _preprocess(K, dA, dB, row_means, grand_means, center=center, normalize=normalize)
+
+
+def _preprocess(K, dA, dB, row_means, grand_means, *, center, normalize):
+    """Centre and/or normalise raw kernels ``K: (k, M, N)`` given self-similarities ``dA: (k, M)``
+    of the rows and ``dB: (k, N)`` of the training points (and, for ``center``, the training
+    statistics ``row_means: (k, N)``, ``grand_means: (k,)``)."""
     if center:
         m_new = jnp.mean(K, axis=-1)  # (k, M): 1^T k(x*) / N
         K = F._center(K, row_means, grand_means)
         dA = dA - 2.0 * m_new + grand_means[:, None]
         dB = dB - 2.0 * row_means + grand_means[:, None]
-    if normalize and (center or family in ("poly", "pf_poly")):  # a no-op for raw Gaussians
+    if normalize:
         K = F._normalize(K, dA, dB, F._default_floor(dB))
     return K
 
@@ -650,6 +791,7 @@ class KernelPool:
                 or not math.isfinite(float(off)):
             raise ValueError(f"poly_offset must be a finite number; got {off!r}")
 
+    @with_x64
     def fit(self, X) -> KernelPool:
         """Learn the training statistics from ``X``.
 
@@ -681,8 +823,10 @@ class KernelPool:
                      "n_features_in_", "_fit_signature"):
             self.__dict__.pop(attr, None)
         if self.standardize:
-            mean = X.mean(axis=0)
-            sd = X.std(axis=0)
+            with np.errstate(over="ignore", invalid="ignore"):
+                mean = X.mean(axis=0)
+                sd = X.std(axis=0)
+            _check_standardisation(X, mean, sd)
             sd = np.where(sd <= 1e-12 * np.maximum(1.0, np.abs(mean)), 1.0, sd)
             Xs = (X - mean) / sd
         else:
@@ -695,6 +839,13 @@ class KernelPool:
                     for job in _run_group(g, Xs, Xs, center=False, normalize=False))
             for res, idx in _pipelined(jobs):
                 row_means[idx] = res.mean(axis=2)
+        for i, s in enumerate(specs):  # custom kernels: validated on the training data
+            if s.is_custom:
+                Ktr = custom.evaluate(*s.custom_parts(), _cols(Xs, s), _cols(Xs, s), name=s.name,
+                                      symmetric=True)
+                if self.center:
+                    row_means[i] = Ktr.mean(axis=1)
+        if self.center:
             grand = row_means.mean(axis=1)
         self.mean_, self.scale_ = mean, sd
         self.row_means_, self.grand_means_ = row_means, grand
@@ -718,6 +869,7 @@ class KernelPool:
             return (X - self.mean_) / self.scale_
         return X
 
+    @with_x64
     def train_kernels(self) -> np.ndarray:
         """Training kernels.
 
@@ -727,8 +879,9 @@ class KernelPool:
             Symmetric, PSD, with unit diagonal when ``normalize=True``.
         """
         self._require_fitted()
-        return self._kernels(self.X_fit_)
+        return self._kernels(self.X_fit_, "training")
 
+    @with_x64
     def cross_kernels(self, Xnew) -> np.ndarray:
         """Kernels between new points (rows) and the training points (columns).
 
@@ -749,12 +902,15 @@ class KernelPool:
                 f"Xnew has {Xnew.shape[1]} features, but the pool was fitted with "
                 f"{self.n_features_in_} features"
             )
-        return self._kernels(self._transform(Xnew))
+        with np.errstate(over="ignore", invalid="ignore"):
+            Xs = self._transform(Xnew)
+        return self._kernels(Xs, "Xnew")
 
-    def _kernels(self, Xrows: np.ndarray) -> np.ndarray:
+    def _kernels(self, Xrows: np.ndarray, what: str = "training") -> np.ndarray:
         specs = self.specs
         out_dtype = self._out_dtype()
         M, N = Xrows.shape[0], self.X_fit_.shape[0]
+        check_kernel_memory(len(specs), M, N, out_dtype, f"{what} kernel tensor")
         out = np.empty((len(specs), M, N), dtype=out_dtype)
         opts = dict(center=bool(self.center), normalize=bool(self.normalize),
                     row_means=self.row_means_, grand_means=self.grand_means_)
@@ -762,7 +918,68 @@ class KernelPool:
                 for job in _run_group(g, Xrows, self.X_fit_, **opts))
         for res, idx in _pipelined(jobs):
             _put(out, idx, res)  # casts to the storage dtype while copying
+        for i, s in enumerate(specs):
+            if s.is_custom:
+                out[i] = self._custom_kernel(i, s, Xrows)
+        _check_finite_kernels(out, Xrows, specs, what)
         return out
+
+    def _custom_kernel(self, i: int, s: KernelSpec, Xrows: np.ndarray) -> np.ndarray:
+        """Kernel ``(M, N)`` of custom spec ``s`` (pool position ``i``), preprocessed in float64."""
+        A, B = _cols(Xrows, s), _cols(self.X_fit_, s)
+        parts = s.custom_parts()
+        K = custom.evaluate(*parts, A, B, name=s.name)[None]
+        stats = (None, None)
+        if self.center:
+            stats = (self.row_means_[i][None], self.grand_means_[i][None])
+        if self.normalize:
+            dA = custom.self_similarity(*parts, A, name=s.name)[None]
+            dB = custom.self_similarity(*parts, B, name=s.name)[None]
+        else:
+            dA, dB = np.ones((1, A.shape[0])), np.ones((1, B.shape[0]))
+        K = _preprocess(K, dA, dB, *stats, center=bool(self.center),
+                        normalize=bool(self.normalize))
+        return np.asarray(K[0])
+
+
+def _cols(X: np.ndarray, s: KernelSpec) -> np.ndarray:
+    """The columns of ``X`` a (non-template) spec reads."""
+    return X if s.features == "all" else X[:, list(s.features)]
+
+
+def _check_standardisation(X: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> None:
+    """Refuse columns whose mean or standard deviation overflows float64.
+
+    A value like 1e300 makes the variance infinite; the standardised column would then be
+    zero (or NaN) everywhere, silently. The message names the column and the offending row.
+    """
+    bad = np.flatnonzero(~(np.isfinite(mean) & np.isfinite(sd)))
+    if bad.size:
+        c = int(bad[0])
+        r = int(np.argmax(np.abs(X[:, c])))
+        more = f" (also columns {bad[1:20].tolist()})" if bad.size > 1 else ""
+        raise ValueError(
+            f"X column {c} cannot be standardised: its value {X[r, c]:.3g} (row {r}) makes the "
+            f"variance overflow float64{more}. Rescale the column (e.g. divide it by its "
+            "largest absolute value, or take a logarithm) or remove the outlying rows."
+        )
+
+
+def _check_finite_kernels(out: np.ndarray, Xrows: np.ndarray, specs, what: str) -> None:
+    """Refuse kernel values that are NaN or infinite (features too large for a kernel)."""
+    for m in range(out.shape[0]):
+        finite = np.isfinite(out[m])
+        if finite.all():
+            continue
+        r = int(np.flatnonzero(~finite.all(axis=1))[0])
+        c = int(np.argmax(np.abs(Xrows[r]))) if Xrows.shape[1] else 0
+        n_bad = int((~finite.all(axis=1)).sum())
+        raise ValueError(
+            f"kernel {m} '{specs[m].name}' is not finite for {n_bad} {what} row(s) (first: row "
+            f"{r}, whose standardised feature {c} is {Xrows[r, c]:.3g}): too large for this "
+            "kernel (polynomial kernels overflow float64). Check the row for extreme values or "
+            "rescale the features."
+        )
 
 
 def _bucket(n: int) -> int:
@@ -844,7 +1061,9 @@ def _put(out: np.ndarray, idx: np.ndarray, values: np.ndarray) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def validate_precomputed(K, names: Sequence[str] | None = None) -> tuple[np.ndarray, list[str]]:
+def validate_precomputed(
+    K, names: Sequence[str] | None = None, *, psd_rtol: float | None = None
+) -> tuple[np.ndarray, list[str]]:
     """Check a user's precomputed training kernels and return them as one stack.
 
     Parameters
@@ -854,6 +1073,11 @@ def validate_precomputed(K, names: Sequence[str] | None = None) -> tuple[np.ndar
         is not copied when it already is a float array.
     names : sequence of str, optional
         One name per kernel; defaults to ``K0, K1, ...``.
+    psd_rtol : float, optional
+        Tolerance of the positive semi-definiteness check: kernel m is refused when
+        ``K_m + psd_rtol · max|K_m| · I`` has no Cholesky factor, i.e. when its smallest
+        eigenvalue is below ``−psd_rtol · max|K_m|``. Default :data:`PSD_RTOL` for the dtype
+        (1e-6 for float64, 1e-3 for float32); ``0`` accepts only numerically PD matrices.
 
     Returns
     -------
@@ -864,9 +1088,10 @@ def validate_precomputed(K, names: Sequence[str] | None = None) -> tuple[np.ndar
     Raises
     ------
     ValueError
-        If a matrix is not square, the matrices differ in size, an entry is NaN/inf, or a
+        If a matrix is not square, the matrices differ in size, an entry is NaN/inf, a
         kernel is not symmetric within ``1e-6 * max|K_m|`` (the message gives the kernel index
-        and the largest asymmetry).
+        and the largest asymmetry), or a kernel is indefinite beyond ``psd_rtol`` (the message
+        gives its smallest and largest eigenvalues).
     """
     if isinstance(K, (list, tuple)):
         if len(K) == 0:
@@ -919,6 +1144,9 @@ def validate_precomputed(K, names: Sequence[str] | None = None) -> tuple[np.ndar
                 f"precomputed kernel {m} is not symmetric: max |K - K^T| = {asym:.3g} exceeds "
                 f"the tolerance 1e-6 * max|K| = {1e-6 * scale:.3g}"
             )
+    rtol = PSD_RTOL[np.dtype(K.dtype).name] if psd_rtol is None else float(psd_rtol)
+    for m in range(K.shape[0]):
+        _check_psd(K[m], m, rtol)
     P = K.shape[0]
     if names is None:
         names = [f"K{m}" for m in range(P)]
@@ -929,3 +1157,27 @@ def validate_precomputed(K, names: Sequence[str] | None = None) -> tuple[np.ndar
         if len(names) != P:
             raise ValueError(f"got {len(names)} names for {P} precomputed kernels")
     return K, names
+
+
+def _check_psd(Km: np.ndarray, m: int, rtol: float) -> None:
+    """Refuse an indefinite Gram matrix (see :func:`validate_precomputed`, ``psd_rtol``)."""
+    from scipy.linalg import LinAlgError, cholesky, eigvalsh
+
+    A = np.array(Km, dtype=np.float64)  # a copy: the shift is added in place
+    A = 0.5 * (A + A.T)
+    scale = float(np.max(np.abs(A)))
+    if scale == 0.0:
+        return  # the zero kernel is PSD
+    A[np.diag_indices_from(A)] += rtol * scale
+    try:
+        cholesky(A, lower=True, check_finite=False, overwrite_a=True)
+        return
+    except LinAlgError:
+        pass
+    ev = eigvalsh(0.5 * (Km + Km.T).astype(np.float64))
+    raise ValueError(
+        f"precomputed kernel {m} is not positive semi-definite: its smallest eigenvalue "
+        f"{ev[0]:.3g} (largest {ev[-1]:.3g}) is below the tolerance -{rtol:g} * max|K| = "
+        f"{-rtol * scale:.3g}. BM3KL and the MKL baselines need PSD kernels: add c*I, clip "
+        "the negative eigenvalues (the tolerance is bayesmkl.kernels.pool.PSD_RTOL)."
+    )

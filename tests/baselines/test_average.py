@@ -77,7 +77,15 @@ def test_best_single_kernel_multiclass():
 
 def test_params_are_stored_verbatim_and_clone():
     m = BestSingleKernelSVM(C=3, cv=4, svc_tol=1e-7, random_state=None)
-    assert m.get_params() == dict(kernels="simplemkl", C=3, cv=4, svc_tol=1e-7, random_state=None)
+    assert m.get_params() == dict(
+        kernels="simplemkl",
+        C=3,
+        cv=4,
+        svc_tol=1e-7,
+        random_state=None,
+        class_weight=None,
+        kernel_names=None,
+    )
     assert clone(AverageMKL(C=0.5)).get_params()["C"] == 0.5
 
 

@@ -1,0 +1,259 @@
+"""Checks that turn silent numerical failures into clear errors or warnings.
+
+* :func:`check_draws` — after sampling: non-finite draws raise :class:`SamplerDivergenceError`
+  (naming the chain, the first bad draw/sweep and the sites), and a share of sweeps flagged
+  ``diverging`` above a threshold warns with :class:`SamplerDivergenceWarning`.
+* :func:`check_predictions` — before returning decision values or probabilities: anything
+  non-finite raises :class:`NonFinitePredictionError` (so no NaN, and no label derived from a
+  NaN, is ever returned).
+* :func:`check_label_types` — labels mixing numbers and strings raise a ``ValueError`` that says
+  so (instead of numpy's ``TypeError`` from sorting).
+
+The exception classes derive from the built-in ones a caller would expect
+(``FloatingPointError``, ``RuntimeWarning``), so ``except FloatingPointError`` catches them.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = [
+    "DIVERGING_WARN_FRACTION",
+    "DrawReport",
+    "NonFinitePredictionError",
+    "SamplerDivergenceError",
+    "SamplerDivergenceWarning",
+    "check_draws",
+    "check_label_types",
+    "check_predictions",
+    "nonfinite_draws",
+]
+
+#: :func:`check_draws` warns when more than this share of a chain's kept sweeps is flagged
+#: ``diverging`` (an energy error above 1000 in an exact move, or a non-finite state).
+DIVERGING_WARN_FRACTION = 0.0
+
+
+class SamplerDivergenceError(FloatingPointError):
+    """The sampler produced non-finite draws; the fit cannot be used."""
+
+
+class SamplerDivergenceWarning(RuntimeWarning):
+    """Some kept sweeps were flagged ``diverging``; the draws may be unreliable."""
+
+
+class NonFinitePredictionError(FloatingPointError):
+    """A prediction (decision value or probability) would have been NaN or infinite."""
+
+
+@dataclass
+class DrawReport:
+    """What :func:`check_draws` found.
+
+    Attributes
+    ----------
+    n_chains, n_draws : int
+        Shape of the draws checked.
+    nonfinite : dict of str → list of (chain, first_draw)
+        Per site, the chains with a non-finite value and the first such draw (0-based, among
+        the kept draws).
+    diverging : ndarray (chains,)
+        Share of kept sweeps flagged ``diverging`` per chain.
+    first_sweep : int or None
+        1-based sweep number of the earliest non-finite draw (when ``num_warmup`` was given).
+    """
+
+    n_chains: int
+    n_draws: int
+    nonfinite: dict = field(default_factory=dict)
+    diverging: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    first_sweep: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when every draw is finite."""
+        return not self.nonfinite
+
+    def describe(self) -> str:
+        """One-line description of the non-finite draws ('' when there are none)."""
+        if not self.nonfinite:
+            return ""
+        per_chain: dict[int, tuple[int, list[str]]] = {}
+        for site, hits in self.nonfinite.items():
+            for c, d in hits:
+                first, sites = per_chain.get(c, (d, []))
+                per_chain[c] = (min(first, d), sites + [site])
+        parts = [
+            f"chain {c} from kept draw {d} ({', '.join(sorted(set(s)))})"
+            for c, (d, s) in sorted(per_chain.items())
+        ]
+        where = (
+            ""
+            if self.first_sweep is None
+            else f"; the first non-finite kept draw is sweep {self.first_sweep} (warm-up sweeps "
+            "are not kept, so it may have started earlier)"
+        )
+        return (
+            f"non-finite draws in {len(per_chain)} of {self.n_chains} chain(s): "
+            + "; ".join(parts)
+            + where
+        )
+
+
+def _first_bad(x: np.ndarray) -> list[tuple[int, int]]:
+    """``[(chain, first draw)]`` of the non-finite entries of ``x: (chains, draws, ...)``."""
+    bad = ~np.isfinite(x.reshape(x.shape[0], x.shape[1], -1)).all(axis=2)
+    return [(int(c), int(np.argmax(bad[c]))) for c in np.flatnonzero(bad.any(axis=1))]
+
+
+def nonfinite_draws(posterior: dict) -> DrawReport:
+    """A :class:`DrawReport` of the non-finite draws of ``posterior`` (no diverging info)."""
+    report = DrawReport(n_chains=0, n_draws=0)
+    for name, x in posterior.items():
+        x = np.asarray(x)
+        if x.ndim >= 2 and np.issubdtype(x.dtype, np.number):
+            report.n_chains, report.n_draws = int(x.shape[0]), int(x.shape[1])
+            hits = _first_bad(x.astype(np.float64, copy=False))
+            if hits:
+                report.nonfinite[name] = hits
+    return report
+
+
+def check_draws(
+    posterior: dict,
+    sample_stats: dict | None = None,
+    *,
+    num_warmup: int | None = None,
+    warn_fraction: float = DIVERGING_WARN_FRACTION,
+    stacklevel: int = 4,
+) -> DrawReport:
+    """Check sampler output; raise on non-finite draws, warn on diverging sweeps.
+
+    Parameters
+    ----------
+    posterior : dict of str → array (chains, draws, ...)
+        Draws (``BM3KLClassifier.posterior_``).
+    sample_stats : dict of str → array (chains, draws), optional
+        ``diverging`` (bool) and ``potential_energy`` are used when present.
+    num_warmup : int, optional
+        Sweeps before the first kept draw; only used to report the sweep number.
+    warn_fraction : float
+        Warn when the share of a chain's kept sweeps flagged ``diverging`` exceeds this.
+    stacklevel : int
+        Passed to :func:`warnings.warn`; the default 4 points at the caller of ``fit``
+        (check_draws ← ``fit`` ← its :func:`bayesmkl._x64.with_x64` wrapper ← caller).
+
+    Returns
+    -------
+    DrawReport
+
+    Raises
+    ------
+    SamplerDivergenceError
+        When any draw of any site (or the potential energy) is NaN or infinite; the message
+        names the chains, the first bad draw and the sites.
+    """
+    if not posterior:
+        raise ValueError("no posterior draws to check")
+    stats = {} if sample_stats is None else dict(sample_stats)
+    extra = {"potential_energy": stats["potential_energy"]} if "potential_energy" in stats else {}
+    report = nonfinite_draws({**posterior, **extra})
+    if report.nonfinite and num_warmup is not None:
+        first = min(d for hits in report.nonfinite.values() for _, d in hits)
+        report.first_sweep = int(num_warmup) + first + 1
+    if "diverging" in stats:
+        div = np.asarray(stats["diverging"], dtype=bool)
+        report.diverging = div.reshape(div.shape[0], -1).mean(axis=1)
+    if not report.ok:
+        raise SamplerDivergenceError(
+            f"the sampler diverged: {report.describe()}. The fit is unusable; try "
+            "sampler='exact', a smaller step_size, or check the data for extreme or "
+            "duplicated rows."
+        )
+    if report.diverging.size and np.any(report.diverging > warn_fraction):
+        worst = int(np.argmax(report.diverging))
+        warnings.warn(
+            f"{np.mean(report.diverging):.1%} of the kept sweeps were flagged diverging "
+            f"(worst: chain {worst}, {report.diverging[worst]:.1%}); the kernel-weight move "
+            "had an energy error above 1000 or a non-finite state there, so treat the draws "
+            "with caution (a smaller step_size or a longer warm-up).",
+            SamplerDivergenceWarning,
+            stacklevel=stacklevel,
+        )
+    return report
+
+
+def check_predictions(values, what: str = "predictions", posterior=None) -> np.ndarray:
+    """Return ``values`` as an array, or raise when any entry is NaN or infinite.
+
+    Parameters
+    ----------
+    values : array (S, M, ...) or (M, ...)
+        Decision values or probabilities; axis −2 (or 0 for 1-D/2-D) indexes the test rows.
+    what : str
+        Named in the message.
+    posterior : dict of str → array (chains, draws, ...), optional
+        The draws the values came from; when they are themselves non-finite (a diverged fit,
+        or a file saved before draws were checked) the message says so.
+
+    Raises
+    ------
+    NonFinitePredictionError
+    """
+    arr = np.asarray(values)
+    finite = np.isfinite(arr)
+    if finite.all():
+        return arr
+    if posterior is not None:
+        report = nonfinite_draws(posterior)
+        if not report.ok:
+            raise NonFinitePredictionError(
+                f"cannot compute {what}: the fitted model has {report.describe()}; refit it"
+            )
+    rows_axis = arr.ndim - 2 if arr.ndim >= 3 else 0
+    bad = ~finite
+    other = tuple(a for a in range(arr.ndim) if a != rows_axis)
+    rows = np.flatnonzero(bad.any(axis=other) if other else bad)
+    raise NonFinitePredictionError(
+        f"{what} are not finite for {rows.size} test row(s) (first rows {rows[:10].tolist()}); "
+        "no prediction is returned. Check these rows for extreme values."
+    )
+
+
+def check_label_types(y) -> None:
+    """Raise a ``ValueError`` when the labels mix numbers and strings (or other types).
+
+    NumPy would turn ``[1, "a"]`` into the strings ``"1", "a"`` silently (merging ``1`` with
+    ``"1"``) and an object array of both into a ``TypeError`` while sorting; both are refused
+    here with a message that names the types.
+
+    Parameters
+    ----------
+    y : array-like (N,)
+    """
+    try:
+        if np.asarray(y).dtype.kind in "biufc":  # numbers (or bools) only
+            return
+        values = np.asarray(y, dtype=object).ravel()
+    except (TypeError, ValueError):  # ragged input: left to the caller's own validation
+        return
+    kinds: dict[str, object] = {}
+    for v in values:
+        if isinstance(v, bool | np.bool_):
+            kind = "bool"
+        elif isinstance(v, numbers.Number | np.number):
+            kind = "number"
+        elif isinstance(v, str | np.str_ | bytes):
+            kind = "str"
+        else:
+            kind = type(v).__name__
+        kinds.setdefault(kind, v)
+    if len(kinds) > 1:
+        ex = ", ".join(f"{k} (e.g. {v!r})" for k, v in kinds.items())
+        raise ValueError(
+            f"y mixes label types: {ex}. Use one type for every label, e.g. y.astype(str)."
+        )

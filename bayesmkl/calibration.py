@@ -1,0 +1,400 @@
+"""Calibrated predictive probabilities for BM3KL (NumPy/SciPy; no JAX, no estimator state).
+
+Why. The raw rule of spec §6, softmax over classes of ψ(f) with ψ(f) = 2f + 2s·clip(f, −1, 1)
+and s = √(1 + 2γ0), has slope 2 + 2s ≈ 30 on [−1, 1] at γ0 = 100, and the pseudo-likelihood pins
+the training decision values at δ·f ≈ 1; per-draw probabilities are then 0 or 1 and test
+log-loss is poor.
+
+The map. Per posterior draw the decision values ``f: (C,)`` become class logits
+
+* single binary classifier (C = 1): ``z = (0, T·f + β)`` — a Platt pair (slope T, intercept β);
+* C ≥ 2 one-vs-all classifiers: ``z_c = T·f_c`` — one temperature shared by the classes,
+
+and the predictive is the mean over draws of ``softmax(z)``. ``(T, β)`` minimise the log-loss of
+*out-of-fold* predictions: every training point's decision draws come from a fit that did not see
+it (K-fold cross-fitting, :func:`crossfit_decision_draws`), as ``SVC(probability=True)`` does for
+Platt scaling. A map on f rather than on ψ(f): fitted on out-of-fold values (one split each of
+Sonar, Heart and Glass), a second slope on the clip(f, −1, 1) part of ψ came out 0, and ψ and f
+gave the same held-out log-loss.
+
+Why not PSIS-LOO from the posterior draws (no refit). Importance ratios 1/L'_i(θ) of the
+pseudo-likelihood factor are the right leave-one-out weights, but they cannot reach the
+leave-one-out posterior here: no posterior draw puts a training point on the wrong side (the
+pseudo-likelihood pins δ·f at 1), so the reweighted training predictions stay nearly perfect and
+the fitted temperature stays high. In ``benchmarks/results/calibration.md`` ("BM3KL psis", 8 UCI
+sets × 5 splits) 20–82 % of the training points have Pareto k̂ > 0.7, the PSIS temperature is
+9–29 against 2.3–12 out of fold, and the test log-loss is 1.6–4.8 times that of the
+out-of-fold map on 7 of the 8 sets (wine, nearly separable, is the exception).
+:func:`psis_log_weights` is kept for that comparison.
+
+Shapes: ``F: (S, M, C)`` decision draws (S draws, M points, C classifiers), ``K`` classes
+(``K = 2`` when ``C = 1``), ``codes: (M,)`` integer labels in ``0 … K−1``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import log_expit, log_softmax, logsumexp
+
+__all__ = [
+    "Calibrator",
+    "crossfit_decision_draws",
+    "fit_calibrator",
+    "kfold_elpd",
+    "log_predictive",
+    "log_proba_draws",
+    "psis_log_weights",
+]
+
+#: Default number of cross-fitting folds for ``calibration="cv"``.
+DEFAULT_FOLDS = 3
+#: Above this Pareto k̂ the importance-sampling estimate of a point is unreliable
+#: (Vehtari et al. 2024 use min(1 − 1/log10 S, 0.7)).
+KHAT_BAD = 0.7
+
+
+@dataclass(frozen=True)
+class Calibrator:
+    """Fitted calibration map (plain floats, so it can be stored as JSON attributes).
+
+    Attributes
+    ----------
+    temperature : float
+        T, the slope applied to the decision values.
+    intercept : float
+        β (single binary classifier only; 0 otherwise).
+    n_classifiers : int
+        C of the fit it belongs to (1 = single binary classifier).
+    n_folds : int
+        Cross-fitting folds used to fit it.
+    oof_log_loss : float
+        Mean out-of-fold log-loss at the fitted ``(T, β)`` (what the fit minimised).
+    oof_log_loss_identity : float
+        The same at ``T = 1, β = 0`` (uncalibrated logits f), for reference.
+    """
+
+    temperature: float
+    intercept: float
+    n_classifiers: int
+    n_folds: int
+    oof_log_loss: float = float("nan")
+    oof_log_loss_identity: float = float("nan")
+
+    def to_dict(self) -> dict:
+        """JSON-able dict of the fields (floats and ints)."""
+        return {k: (float(v) if isinstance(v, float) else int(v)) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Calibrator:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**d)
+
+    def log_proba_draws(self, F) -> np.ndarray:
+        """Per-draw log class probabilities ``(S, M, K)`` of decision draws ``F: (S, M, C)``."""
+        return log_proba_draws(F, self.temperature, self.intercept)
+
+
+def _logits(F, temperature, intercept):
+    F = np.asarray(F, dtype=float)
+    u = temperature * F
+    if F.shape[-1] == 1:
+        u = u + intercept
+        return np.concatenate([np.zeros_like(u), u], axis=-1)
+    return u
+
+
+def log_proba_draws(F, temperature: float, intercept: float = 0.0) -> np.ndarray:
+    """Per-draw calibrated log probabilities.
+
+    Parameters
+    ----------
+    F : array (S, M, C)
+        Decision draws.
+    temperature, intercept : float
+        T and β (β is used only when C = 1).
+
+    Returns
+    -------
+    ndarray (S, M, K)
+        ``log_softmax`` of the logits (finite; no log of 0).
+    """
+    return log_softmax(_logits(F, temperature, intercept), axis=-1)
+
+
+def log_predictive(log_p_draws, axis: int = 0) -> np.ndarray:
+    """``log mean_s p_s`` along ``axis``, by log-sum-exp (finite when the inputs are)."""
+    log_p_draws = np.asarray(log_p_draws, dtype=float)
+    return logsumexp(log_p_draws, axis=axis) - np.log(log_p_draws.shape[axis])
+
+
+# ----------------------------------------------------------------------------------------
+# fitting (T, β)
+# ----------------------------------------------------------------------------------------
+
+
+def _nll_and_grad(theta, blocks, single, n_total):
+    """Mean out-of-fold negative log predictive and its gradient in ``theta = (T, β)``.
+
+    ``blocks``: list of ``(F (S_k, n_k, C), codes (n_k,), log_w (S_k, n_k))``; ``log_w`` are
+    normalised log weights over the draws of each point (uniform for plain out-of-fold draws).
+    """
+    T, beta = theta
+    nll = 0.0
+    grad = np.zeros(2)
+    for F, codes, log_w in blocks:
+        n = F.shape[1]
+        if single:
+            f = F[..., 0]  # (S, n)
+            u = T * f + beta
+            sign = np.where(codes == 1, 1.0, -1.0)[None, :]
+            ll = log_expit(sign * u)  # log p(y_i | draw s)
+            dl_du = sign * np.exp(log_expit(-sign * u))  # sign·(1 − p)
+            dl_dT, dl_db = dl_du * f, dl_du
+        else:
+            ls = log_softmax(T * F, axis=-1)  # (S, n, K)
+            ll = ls[:, np.arange(n), codes]
+            q = np.exp(ls)
+            dl_dT = F[:, np.arange(n), codes] - np.sum(q * F, axis=-1)
+            dl_db = np.zeros_like(ll)
+        a = log_w + ll
+        lp = logsumexp(a, axis=0)  # (n,)
+        r = np.exp(a - lp[None, :])  # responsibilities over draws
+        nll -= lp.sum()
+        grad[0] -= np.sum(r * dl_dT)
+        grad[1] -= np.sum(r * dl_db)
+    return nll / n_total, grad / n_total
+
+
+def fit_calibrator(
+    fold_draws, fold_codes, *, gamma0: float, log_weights=None, n_folds: int | None = None
+) -> Calibrator:
+    """Fit ``(T, β)`` by minimising the log-loss of held-out predictions.
+
+    Parameters
+    ----------
+    fold_draws : list of arrays (S_k, n_k, C)
+        Decision draws of the held-out points of each fold (or one block for all points).
+    fold_codes : list of int arrays (n_k,)
+        Their labels in ``0 … K−1``.
+    gamma0 : float
+        γ0 of the model; bounds T by the raw rule's slope 2 + 2√(1 + 2γ0), so calibration never
+        sharpens the raw rule (and T stays finite when the held-out points are separable).
+    log_weights : list of arrays (S_k, n_k), optional
+        Normalised log weights of the draws per point (e.g. PSIS-LOO weights); default uniform.
+    n_folds : int, optional
+        Recorded in the result (default ``len(fold_draws)``).
+
+    Returns
+    -------
+    Calibrator
+    """
+    blocks = []
+    for k, (F, codes) in enumerate(zip(fold_draws, fold_codes, strict=True)):
+        F = np.asarray(F, dtype=float)
+        codes = np.asarray(codes, dtype=np.int64)
+        if F.ndim != 3 or F.shape[1] != codes.shape[0]:
+            raise ValueError(f"fold {k}: F must be (S, n, C) with n = len(codes); got {F.shape}")
+        if log_weights is None:
+            lw = np.full(F.shape[:2], -np.log(F.shape[0]))
+        else:
+            lw = np.asarray(log_weights[k], dtype=float)
+            lw = lw - logsumexp(lw, axis=0, keepdims=True)
+        blocks.append((F, codes, lw))
+    C = blocks[0][0].shape[-1]
+    single = C == 1
+    n_total = sum(b[1].shape[0] for b in blocks)
+    t_max = 2.0 + 2.0 * float(np.sqrt(1.0 + 2.0 * gamma0))
+    bounds = [(1e-6, t_max), (-20.0, 20.0) if single else (0.0, 0.0)]
+    identity = float(_nll_and_grad(np.array([1.0, 0.0]), blocks, single, n_total)[0])
+    best = None
+    for t0 in (1.0, 0.1 * t_max):  # two starts: the loss is not convex in T for averaged draws
+        res = minimize(
+            _nll_and_grad,
+            np.array([min(t0, t_max), 0.0]),
+            args=(blocks, single, n_total),
+            jac=True,
+            method="L-BFGS-B",
+            bounds=bounds,
+        )
+        if np.isfinite(res.fun) and (best is None or res.fun < best.fun):
+            best = res
+    T, beta = (1.0, 0.0) if best is None else (float(best.x[0]), float(best.x[1]))
+    return Calibrator(
+        temperature=T,
+        intercept=beta if single else 0.0,
+        n_classifiers=int(C),
+        n_folds=int(n_folds if n_folds is not None else len(blocks)),
+        oof_log_loss=float(best.fun) if best is not None else float("nan"),
+        oof_log_loss_identity=identity,
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# cross-fitting
+# ----------------------------------------------------------------------------------------
+
+
+def crossfit_decision_draws(estimator, K, y, *, n_folds: int, seed: int):
+    """Out-of-fold decision draws of every training point by K-fold refits.
+
+    The folds are fitted on slices of the training kernels (``kernels="precomputed"``), so the
+    kernels are not recomputed and a fit from features and one from the same precomputed
+    kernels get the same map. (The pool's standardisation was estimated on all training
+    points, held-out ones included: features only, no labels.)
+
+    Parameters
+    ----------
+    estimator : BM3KLClassifier
+        Its parameters are copied (``sklearn.base.clone``) with ``kernels="precomputed"``,
+        ``calibration=None``, ``kernel_dtype=None`` and no progress bar; fold ``k`` uses
+        ``random_state = seed + 1 + k``.
+    K : array (P, N, N)
+        Training kernels.
+    y : array (N,)
+    n_folds : int
+        Stratified folds (reduced to the smallest class count when needed; at least 2).
+    seed : int
+        Seed of the fold split and of the fold fits.
+
+    Returns
+    -------
+    draws : list of arrays (S_k, n_k, C)
+        Decision draws of the held-out points of fold k, from the fit without them.
+    index : list of int arrays (n_k,)
+        Positions of the held-out points of each fold.
+    """
+    from sklearn.base import clone
+    from sklearn.model_selection import StratifiedKFold
+
+    K = np.asarray(K)
+    y = np.asarray(y)
+    _, counts = np.unique(y, return_counts=True)
+    k = int(min(n_folds, counts.min()))
+    if k < 2:
+        raise ValueError(
+            "calibration needs at least 2 training points of every class for cross-fitting; "
+            f"the smallest class has {counts.min()}; use calibration=None"
+        )
+    split = StratifiedKFold(k, shuffle=True, random_state=seed % (2**32 - 1))
+    draws, index, caught = [], [], []
+    for fold, (tr, va) in enumerate(split.split(np.zeros(len(y)), y)):
+        sub = clone(estimator).set_params(
+            kernels="precomputed",
+            calibration=None,
+            kernel_dtype=None,
+            progress_bar=False,
+            random_state=(seed + 1 + fold) % (2**31 - 1),
+        )
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            sub.fit(K[:, tr][:, :, tr], y[tr])
+            F = sub.decision_draws(K[:, va][:, :, tr])
+        caught.extend(f"{w.category.__name__}: {w.message}" for w in rec)
+        draws.append(np.asarray(F, dtype=float))
+        index.append(np.asarray(va))
+    if caught:
+        distinct = sorted(set(caught))
+        warnings.warn(
+            f"the {k} cross-fitting fits for calibration raised warnings: "
+            + " | ".join(distinct[:3])
+            + (f" (+{len(distinct) - 3} more)" if len(distinct) > 3 else ""),
+            UserWarning,
+            stacklevel=3,
+        )
+    return draws, index
+
+
+# ----------------------------------------------------------------------------------------
+# PSIS
+# ----------------------------------------------------------------------------------------
+
+
+def psis_log_weights(log_lik, r_eff=1.0):
+    """Pareto-smoothed leave-one-out log weights from per-draw log-likelihood factors.
+
+    The importance ratio of draw s for leaving point i out is ``1 / L_i(θ_s)``, with ``L_i`` the
+    factor of point i in the posterior. Smoothing and k̂ come from ArviZ
+    (``arviz_stats.base.array_stats.psislw``, which takes the log-likelihood and negates it).
+    Points ArviZ cannot smooth fall back to plain normalised ratios with ``k̂ = nan``: fewer
+    than 25 draws (tail shorter than 5), or a constant factor (weights then uniform, k̂ = 0).
+
+    Parameters
+    ----------
+    log_lik : array (S, N)
+        ``log L_i(θ_s)``.
+    r_eff : float or array (N,), default 1.0
+        Relative efficiency of the draws (sets the tail length).
+
+    Returns
+    -------
+    log_weights : ndarray (S, N)
+        Normalised over draws (``logsumexp`` over axis 0 is 0).
+    khat : ndarray (N,)
+    """
+    from arviz_stats.base import array_stats
+
+    log_lik = np.asarray(log_lik, dtype=float)
+    S, N = log_lik.shape
+    r_eff = np.broadcast_to(np.asarray(r_eff, dtype=float), (N,))
+    lw = np.empty((S, N))
+    khat = np.empty(N)
+    for i in range(N):
+        col = log_lik[:, i]
+        if np.ptp(col) <= 1e-12 * max(1.0, np.max(np.abs(col))):
+            lw[:, i], khat[i] = -np.log(S), 0.0
+            continue
+        try:
+            lw[:, i], khat[i] = array_stats.psislw(col, r_eff=float(r_eff[i]), axis=-1)
+        except ValueError:
+            lw[:, i], khat[i] = -col - logsumexp(-col), np.nan
+    return lw, khat
+
+
+# ----------------------------------------------------------------------------------------
+# k-fold ELPD (for arviz.compare)
+# ----------------------------------------------------------------------------------------
+
+
+def kfold_elpd(oof_log_predictive, log_likelihood, n_folds: int):
+    """ArviZ k-fold ELPD from the cross-fitting that calibration already ran.
+
+    Parameters
+    ----------
+    oof_log_predictive : array (N,)
+        Log predictive probability of each training label under the fold fit that held it out.
+    log_likelihood : array (chains, draws, N)
+        Per-draw log probabilities of the training labels under the full fit; gives
+        ``p_kfold_i = lpd_i − elpd_i`` (ArviZ's definition).
+    n_folds : int
+
+    Returns
+    -------
+    arviz_stats.ELPDDataLOOKFold
+        ``elpd`` (sum), ``se = √(N·var(elpd_i))``, pointwise ``elpd_i`` and ``p_kfold_i`` with
+        dimension ``obs``; usable in ``arviz.compare`` next to other ELPD results.
+    """
+    import xarray as xr
+    from arviz_stats import ELPDDataLOOKFold
+
+    elpd_i = np.asarray(oof_log_predictive, dtype=float)
+    ll = np.asarray(log_likelihood, dtype=float)
+    n = elpd_i.shape[0]
+    lpd_i = log_predictive(ll.reshape(-1, n), axis=0)
+    coords = {"obs": np.arange(n)}
+    return ELPDDataLOOKFold(
+        elpd=float(elpd_i.sum()),
+        se=float(np.sqrt(n * np.var(elpd_i))),
+        p=float(np.sum(lpd_i - elpd_i)),
+        n_samples=int(ll.shape[0] * ll.shape[1]),
+        n_data_points=int(n),
+        scale="log",
+        warning=False,
+        good_k=None,
+        elpd_i=xr.DataArray(elpd_i, dims=("obs",), coords=coords, name="y"),
+        n_folds=int(n_folds),
+        p_kfold_i=xr.DataArray(lpd_i - elpd_i, dims=("obs",), coords=coords, name="y"),
+    )
