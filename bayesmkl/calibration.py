@@ -250,8 +250,8 @@ def crossfit_decision_draws(estimator, K, y, *, n_folds: int, seed: int):
     ----------
     estimator : BM3KLClassifier
         Its parameters are copied (``sklearn.base.clone``) with ``kernels="precomputed"``,
-        ``calibration=None``, ``kernel_dtype=None`` and no progress bar; fold ``k`` uses
-        ``random_state = seed + 1 + k``.
+        ``calibration=None``, ``kernel_dtype=None``, no progress bar and, after a fit, the
+        ``num_samples`` that fit used; fold ``k`` uses ``random_state = seed + 1 + k``.
     K : array (P, N, N)
         Training kernels.
     y : array (N,)
@@ -280,6 +280,9 @@ def crossfit_decision_draws(estimator, K, y, *, n_folds: int, seed: int):
             f"the smallest class has {counts.min()}; use calibration=None"
         )
     split = StratifiedKFold(k, shuffle=True, random_state=seed % (2**32 - 1))
+    # a data-driven run is not repeated per fold: each refit runs the sweeps the main fit used
+    report = getattr(estimator, "run_report_", None)
+    fixed_length = {"num_samples": int(report.num_samples)} if report is not None else {}
     draws, index, caught = [], [], []
     for fold, (tr, va) in enumerate(split.split(np.zeros(len(y)), y)):
         sub = clone(estimator).set_params(
@@ -288,6 +291,7 @@ def crossfit_decision_draws(estimator, K, y, *, n_folds: int, seed: int):
             kernel_dtype=None,
             progress_bar=False,
             random_state=(seed + 1 + fold) % (2**31 - 1),
+            **fixed_length,
         )
         with warnings.catch_warnings(record=True) as rec:
             warnings.simplefilter("always")

@@ -118,9 +118,7 @@ def _gamma(key, shape, sample_shape, dtype):
         z = math.sqrt(2.0) * lax.erf_inv(uu[0])
         u = jnp.maximum(0.5 * (uu[1] + 1.0), tiny)
         v = (1.0 + c * z) ** 3
-        ok = (v > 0) & (
-            jnp.log(u) < 0.5 * z * z + d - d * v + d * jnp.log(jnp.maximum(v, tiny))
-        )
+        ok = (v > 0) & (jnp.log(u) < 0.5 * z * z + d - d * v + d * jnp.log(jnp.maximum(v, tiny)))
         new = ok & ~done
         return key, jnp.where(new, d * v, x), done | ok, rounds + 1
 

@@ -29,6 +29,7 @@ import numpy as np
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
+from bayesmkl._x64 import x64_enabled
 from bayesmkl.inference import collapsed as coll
 from bayesmkl.inference import conditionals as cond
 from bayesmkl.inference import simplex
@@ -80,7 +81,8 @@ class BM3KLConfig(NamedTuple):
         at N and by memory (:func:`bayesmkl.inference.collapsed.n_active_for`).
     dense_mass : bool
         Learn a dense inverse mass matrix for the HMC moves during warm-up (the covariance of
-        u = 2√e over the middle half of warm-up; :func:`mass_window`).
+        u = 2√e over the middle half of warm-up; :func:`mass_window`). Off by default: on
+        breast cancer (bsvm16, 4 chains) it did not raise the smallest ESS of w.
     """
 
     hyper: Hyper = Hyper()
@@ -94,7 +96,7 @@ class BM3KLConfig(NamedTuple):
     scale_refresh: bool | None = None
     pairs_per_kernel: float = 4.0
     n_active: int = 64
-    dense_mass: bool = True
+    dense_mass: bool = False
 
     def validate(self) -> BM3KLConfig:
         if self.move not in MOVES:
@@ -390,7 +392,7 @@ class BM3KL(MCMCKernel):
         scale_refresh=None,
         pairs_per_kernel=4.0,
         n_active=64,
-        dense_mass=True,
+        dense_mass=False,
     ):
         eta = tuple(np.asarray(eta, dtype=float).ravel()) if np.ndim(eta) else float(eta)
         hyper = Hyper(eta, float(alpha_a), float(beta_a), float(kappa), float(bias_prior_var),
@@ -414,6 +416,11 @@ class BM3KL(MCMCKernel):
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         K, delta = _unpack_args(model_args, model_kwargs)
+        if not x64_enabled():
+            raise RuntimeError(
+                "the BM3KL sweep needs 64-bit JAX: run it inside bayesmkl._x64.x64_scope() or "
+                'after jax.config.update("jax_enable_x64", True)'
+            )
         if np.ndim(self.config.hyper.eta) and len(self.config.hyper.eta) != K.shape[0]:
             raise ValueError(
                 f"eta has {len(self.config.hyper.eta)} entries but there are {K.shape[0]} kernels"

@@ -175,14 +175,6 @@ def rmala_move(key, e, r, step_size, pg, *, n_leapfrog=1, flip_momentum=False):
     return MoveResult(e, r, jnp.mean(accs), ~jnp.all(jnp.isfinite(e)))
 
 
-MOVE_FUNCTIONS = {
-    "paper": paper_move,
-    "stable": stable_move,
-    "exact": exact_hmc_move,
-    "rmala": rmala_move,
-}
-
-
 class MoveSpec(NamedTuple):
     """Policy of a named kernel-weight move, read by the sweep.
 

@@ -417,10 +417,7 @@ def _default_floor(col_self):
 
 def _center(K, row_means, grand_mean):
     return (
-        K
-        - row_means[:, None, :]
-        - jnp.mean(K, axis=-1, keepdims=True)
-        + grand_mean[:, None, None]
+        K - row_means[:, None, :] - jnp.mean(K, axis=-1, keepdims=True) + grand_mean[:, None, None]
     )
 
 

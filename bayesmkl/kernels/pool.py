@@ -459,8 +459,9 @@ def _raw_block(family, A, B, params, offsets, degrees):
 
 
 @partial(jax.jit, static_argnames=("family", "degrees", "center", "normalize"))
-def _kernel_block(A, B, params, offsets, row_means, grand_means, *, family, degrees, center,
-                  normalize):
+def _kernel_block(
+    A, B, params, offsets, row_means, grand_means, *, family, degrees, center, normalize
+):
     """Kernels ``(k, M, N)`` in float64 for one chunk (the cast to storage dtype is on copy)."""
     K, dA, dB = _raw_block(family, A, B, params, offsets, degrees)
     # normalisation is a no-op for raw Gaussians (unit self-similarity)
@@ -492,9 +493,11 @@ def _check_X(X, what: str = "X") -> np.ndarray:
         arr = np.asarray(X)
     except Exception as exc:  # ragged lists and the like
         raise ValueError(f"{what} could not be converted to an array: {exc}") from None
-    if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.number) or arr.dtype == bool
-    ) or np.issubdtype(arr.dtype, np.complexfloating):
+    if (
+        arr.dtype == object
+        or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool)
+        or np.issubdtype(arr.dtype, np.complexfloating)
+    ):
         raise ValueError(f"{what} must be a real numeric array; got dtype {arr.dtype}")
     if arr.ndim != 2:
         raise ValueError(
@@ -760,7 +763,8 @@ class KernelPool:
 
     def __repr__(self) -> str:
         size = (
-            f"{len(self)} kernels" if (not self.is_recipe or self.is_fitted)
+            f"{len(self)} kernels"
+            if (not self.is_recipe or self.is_fitted)
             else f"recipe: {self._recipe_summary()}, expanded at fit"
         )
         opts = (
@@ -775,8 +779,13 @@ class KernelPool:
     # ----------------------------------------------------------------------------------------
 
     def _signature(self):
-        return (bool(self.standardize), bool(self.center), float(self.poly_offset), self.recipe,
-                self.n_features)
+        return (
+            bool(self.standardize),
+            bool(self.center),
+            float(self.poly_offset),
+            self.recipe,
+            self.n_features,
+        )
 
     def _out_dtype(self) -> np.dtype:
         dt = np.dtype(self.dtype)
@@ -787,8 +796,11 @@ class KernelPool:
     def _check_options(self):
         self._out_dtype()
         off = self.poly_offset
-        if isinstance(off, bool) or not isinstance(off, (int, float, np.integer, np.floating)) \
-                or not math.isfinite(float(off)):
+        if (
+            isinstance(off, bool)
+            or not isinstance(off, (int, float, np.integer, np.floating))
+            or not math.isfinite(float(off))
+        ):
             raise ValueError(f"poly_offset must be a finite number; got {off!r}")
 
     @with_x64
@@ -819,8 +831,15 @@ class KernelPool:
                     f"kernel {i} '{s.name}' uses feature index {max(s.features)}, but X has "
                     f"only {d} features (indices 0..{d - 1})"
                 )
-        for attr in ("mean_", "scale_", "X_fit_", "row_means_", "grand_means_",
-                     "n_features_in_", "_fit_signature"):
+        for attr in (
+            "mean_",
+            "scale_",
+            "X_fit_",
+            "row_means_",
+            "grand_means_",
+            "n_features_in_",
+            "_fit_signature",
+        ):
             self.__dict__.pop(attr, None)
         if self.standardize:
             with np.errstate(over="ignore", invalid="ignore"):
@@ -835,14 +854,18 @@ class KernelPool:
         row_means = grand = None
         if self.center:
             row_means = np.empty((len(specs), N))
-            jobs = (job for g in _plan(specs, float(self.poly_offset))
-                    for job in _run_group(g, Xs, Xs, center=False, normalize=False))
+            jobs = (
+                job
+                for g in _plan(specs, float(self.poly_offset))
+                for job in _run_group(g, Xs, Xs, center=False, normalize=False)
+            )
             for res, idx in _pipelined(jobs):
                 row_means[idx] = res.mean(axis=2)
         for i, s in enumerate(specs):  # custom kernels: validated on the training data
             if s.is_custom:
-                Ktr = custom.evaluate(*s.custom_parts(), _cols(Xs, s), _cols(Xs, s), name=s.name,
-                                      symmetric=True)
+                Ktr = custom.evaluate(
+                    *s.custom_parts(), _cols(Xs, s), _cols(Xs, s), name=s.name, symmetric=True
+                )
                 if self.center:
                     row_means[i] = Ktr.mean(axis=1)
         if self.center:
@@ -912,10 +935,17 @@ class KernelPool:
         M, N = Xrows.shape[0], self.X_fit_.shape[0]
         check_kernel_memory(len(specs), M, N, out_dtype, f"{what} kernel tensor")
         out = np.empty((len(specs), M, N), dtype=out_dtype)
-        opts = dict(center=bool(self.center), normalize=bool(self.normalize),
-                    row_means=self.row_means_, grand_means=self.grand_means_)
-        jobs = (job for g in _plan(specs, float(self.poly_offset))
-                for job in _run_group(g, Xrows, self.X_fit_, **opts))
+        opts = dict(
+            center=bool(self.center),
+            normalize=bool(self.normalize),
+            row_means=self.row_means_,
+            grand_means=self.grand_means_,
+        )
+        jobs = (
+            job
+            for g in _plan(specs, float(self.poly_offset))
+            for job in _run_group(g, Xrows, self.X_fit_, **opts)
+        )
         for res, idx in _pipelined(jobs):
             _put(out, idx, res)  # casts to the storage dtype while copying
         for i, s in enumerate(specs):
@@ -937,8 +967,7 @@ class KernelPool:
             dB = custom.self_similarity(*parts, B, name=s.name)[None]
         else:
             dA, dB = np.ones((1, A.shape[0])), np.ones((1, B.shape[0]))
-        K = _preprocess(K, dA, dB, *stats, center=bool(self.center),
-                        normalize=bool(self.normalize))
+        K = _preprocess(K, dA, dB, *stats, center=bool(self.center), normalize=bool(self.normalize))
         return np.asarray(K[0])
 
 
@@ -1015,13 +1044,23 @@ def _run_group(g: _Group, Xrows, Xcols, *, center, normalize, row_means=None, gr
         else:
             A, B = A_all[:, fi], B_all[:, fi]
             idx = g.index[np.ix_(gi, fi)].ravel()
-            valid = np.logical_and.outer(np.r_[True, np.diff(gi) > 0],
-                                         np.r_[True, np.diff(fi) > 0]).ravel()
+            valid = np.logical_and.outer(
+                np.r_[True, np.diff(gi) > 0], np.r_[True, np.diff(fi) > 0]
+            ).ravel()
         stats = (None, None)
         if center:
             stats = (jnp.asarray(row_means[idx]), jnp.asarray(grand_means[idx]))
-        res = _kernel_block(A, B, params, offsets, *stats, family=g.family, degrees=degrees,
-                            center=center, normalize=normalize)
+        res = _kernel_block(
+            A,
+            B,
+            params,
+            offsets,
+            *stats,
+            family=g.family,
+            degrees=degrees,
+            center=center,
+            normalize=normalize,
+        )
         yield res, valid, idx
 
 
@@ -1051,7 +1090,7 @@ def _materialise(res, valid, idx):
 def _put(out: np.ndarray, idx: np.ndarray, values: np.ndarray) -> None:
     """``out[idx] = values`` (a slice copy when ``idx`` is a contiguous run)."""
     if idx.size and idx[-1] - idx[0] == idx.size - 1 and np.all(np.diff(idx) == 1):
-        out[idx[0]:idx[-1] + 1] = values
+        out[idx[0] : idx[-1] + 1] = values
     else:
         out[idx] = values
 
@@ -1127,8 +1166,11 @@ def validate_precomputed(
             )
     if K.shape[0] == 0 or K.shape[1] == 0:
         raise ValueError(f"precomputed kernels are empty: shape {K.shape}")
-    if K.dtype == object or not (np.issubdtype(K.dtype, np.number) or K.dtype == bool) \
-            or np.issubdtype(K.dtype, np.complexfloating):
+    if (
+        K.dtype == object
+        or not (np.issubdtype(K.dtype, np.number) or K.dtype == bool)
+        or np.issubdtype(K.dtype, np.complexfloating)
+    ):
         raise ValueError(f"precomputed kernels must be real numbers; got dtype {K.dtype}")
     if not np.issubdtype(K.dtype, np.floating) or K.dtype == np.float16:
         K = K.astype(np.float64)

@@ -29,7 +29,7 @@ from scipy import integrate
 
 from bayesmkl.inference import conditionals as cond
 from bayesmkl.inference.moves import (
-    MOVE_FUNCTIONS,
+    MOVE_SPECS,
     MOVES,
     dual_averaging_init,
     dual_averaging_update,
@@ -330,7 +330,14 @@ def test_sample_scale_is_gamma_and_keeps_w():
 
 
 def test_move_registry():
-    assert set(MOVE_FUNCTIONS) == set(MOVES)
+    """Every move has a spec; only the exact ones adapt (an MH acceptance to aim at), the SGRHMC
+    moves are flagged inexact, and a move with no step has the pairwise Gibbs updates."""
+    assert tuple(MOVE_SPECS) == MOVES
+    for name, spec in MOVE_SPECS.items():
+        assert spec.name == name
+        assert (spec.target_accept is not None) == (spec.exact and spec.step is not None)
+        assert spec.step is not None or spec.pairwise
+        assert spec.exact == (name not in ("paper", "stable"))
 
 
 def test_dual_averaging_reaches_target_acceptance():

@@ -1,0 +1,183 @@
+"""Run length chosen by the data: sample in chunks until R-hat and bulk ESS meet their targets.
+
+:func:`sample_until_converged` drives a :class:`numpyro.infer.MCMC` whose ``num_samples`` is
+the chunk length. After warm-up it keeps sampling chunk after chunk (``post_warmup_state``),
+and after each chunk computes the rank-normalised split R-hat and the bulk ESS (Vehtari et
+al. 2021, via ``arviz_stats``) of every monitored quantity over all draws so far. It stops as
+soon as every quantity has R-hat ≤ ``rhat_target`` and bulk ESS ≥ ``ess_target``, or when the
+sweep or time budget is spent; the :class:`RunReport` says which.
+
+Memory stays bounded on long runs: once more than ``max_kept`` draws per chain are stored, all
+stored draws (and the monitors) are thinned by two, and later chunks by the same factor. The
+diagnostics are computed on the thinned draws, so they are those of what is returned.
+
+Quantities with no spread (sd below ``CONSTANT_SD``, e.g. a probability stuck at 1) have no
+R-hat or ESS and are skipped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+from arviz_stats.base import array_stats
+
+CONSTANT_SD = 1e-10
+
+
+class RunReport(NamedTuple):
+    """What a data-driven run did.
+
+    Attributes
+    ----------
+    converged : bool
+        Every monitored quantity met both targets.
+    stopped_by : str
+        ``"targets"``, ``"max_samples"`` or ``"max_time"``.
+    num_samples : int
+        Post-warm-up sweeps per chain.
+    thinning : int
+        Factor by which the returned draws are thinned.
+    rhat_max : float
+        Largest R-hat over the monitored quantities (nan if none varies).
+    ess_bulk_min : float
+        Smallest bulk ESS over the monitored quantities.
+    worst : str
+        The monitored quantity with the largest R-hat (or smallest ESS when all R-hats pass).
+    seconds : float
+        Wall time of warm-up and sampling.
+    """
+
+    converged: bool
+    stopped_by: str
+    num_samples: int
+    thinning: int
+    rhat_max: float
+    ess_bulk_min: float
+    worst: str
+    seconds: float
+
+
+def convergence_stats(monitors: dict) -> tuple[float, float, str, str]:
+    """``(rhat_max, ess_bulk_min, worst_rhat, worst_ess)`` over ``{name: (chains, draws, ...)}``.
+
+    Constant quantities are skipped; with no varying quantity, R-hat is nan and ESS inf.
+    """
+    rhat_max, ess_min = -np.inf, np.inf
+    worst_r = worst_e = ""
+    for name, x in monitors.items():
+        x = np.asarray(x, dtype=float)
+        x = x.reshape(x.shape[0], x.shape[1], -1)
+        varying = np.std(x, axis=(0, 1)) > CONSTANT_SD
+        if not varying.any():
+            continue
+        x = np.moveaxis(x[..., varying], -1, 0)  # (k, chains, draws)
+        r = np.asarray(array_stats.rhat(x, chain_axis=-2, draw_axis=-1, method="rank"))
+        e = np.asarray(array_stats.ess(x, chain_axis=-2, draw_axis=-1, method="bulk"))
+        r = np.where(np.isfinite(r), r, np.inf)  # a nan R-hat is no evidence of convergence
+        e = np.where(np.isfinite(e), e, 0.0)
+        idx = np.flatnonzero(varying)
+        if r.max() > rhat_max:
+            rhat_max, worst_r = float(r.max()), f"{name}[{int(idx[np.argmax(r)])}]"
+        if e.min() < ess_min:
+            ess_min, worst_e = float(e.min()), f"{name}[{int(idx[np.argmin(e)])}]"
+    return (np.nan if rhat_max == -np.inf else rhat_max), ess_min, worst_r, worst_e
+
+
+def _concat(parts: list[dict]) -> dict:
+    return {k: np.concatenate([p[k] for p in parts], axis=1) for k in parts[0]}
+
+
+def _thin(d: dict, step: int) -> dict:
+    return {k: v[:, ::step] for k, v in d.items()}
+
+
+def sample_until_converged(
+    mcmc,
+    rng_key,
+    model_args: tuple,
+    monitor: Callable[[dict], dict],
+    *,
+    extra_fields: tuple = (),
+    rhat_target: float = 1.01,
+    ess_target: float = 400.0,
+    max_samples: int = 10_000,
+    max_time: float | None = None,
+    max_kept: int = 1_000,
+) -> tuple[dict, dict, RunReport]:
+    """Warm up, then sample chunks of ``mcmc.num_samples`` sweeps until converged or out of budget.
+
+    Parameters
+    ----------
+    mcmc : numpyro.infer.MCMC
+        Built with ``num_samples`` = the chunk length and the warm-up wanted.
+    rng_key : PRNG key
+    model_args : tuple
+        Positional arguments of ``mcmc.run`` after the key.
+    monitor : callable
+        ``monitor(samples) -> {name: array (chains, draws, ...)}``: the quantities whose R-hat
+        and ESS decide, computed from one chunk of draws (grouped by chain).
+    extra_fields : tuple of str
+        Passed to ``mcmc.run``.
+    rhat_target, ess_target : float
+        Stop when every monitored quantity has R-hat ≤ ``rhat_target`` and bulk ESS ≥
+        ``ess_target``.
+    max_samples : int
+        Post-warm-up sweeps per chain after which the run stops regardless.
+    max_time : float or None
+        Wall-clock budget in seconds (warm-up included); the run stops before a chunk that would
+        probably overrun it.
+    max_kept : int
+        Stored draws per chain above which everything stored is thinned by two.
+
+    Returns
+    -------
+    samples, extra : dict of arrays (chains, draws, ...)
+        Draws and extra fields, thinned by ``report.thinning``.
+    report : RunReport
+    """
+    chunk = int(mcmc.num_samples)
+    t0 = time.perf_counter()
+    samples, extra, mons = [], [], []
+    thin, done = 1, 0
+    key = rng_key
+    while True:
+        t_chunk = time.perf_counter()
+        mcmc.run(key, *model_args, extra_fields=extra_fields)
+        s = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
+        x = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
+        m = {k: np.asarray(v) for k, v in monitor(s).items()}
+        samples.append(_thin(s, thin))
+        extra.append(_thin(x, thin))
+        mons.append(_thin(m, thin))
+        done += chunk
+        seconds = time.perf_counter() - t0
+        chunk_seconds = time.perf_counter() - t_chunk
+        mcmc.post_warmup_state = mcmc.last_state
+        key = mcmc.post_warmup_state.rng_key
+
+        all_mons = _concat(mons)
+        rhat_max, ess_min, worst_r, worst_e = convergence_stats(all_mons)
+        ok_r = not (rhat_max > rhat_target)  # nan (nothing varies) passes
+        converged = ok_r and ess_min >= ess_target
+        stopped_by = None
+        if converged:
+            stopped_by = "targets"
+        elif done + chunk > max_samples:
+            stopped_by = "max_samples"
+        elif max_time is not None and seconds + (chunk_seconds if done > chunk else 0) > max_time:
+            # (the first chunk's time includes warm-up and compilation: it predicts nothing)
+            stopped_by = "max_time"
+        if stopped_by is not None:
+            report = RunReport(
+                converged, stopped_by, done, thin, rhat_max, ess_min,
+                worst_e if ok_r else worst_r, seconds,
+            )  # fmt: skip
+            return _concat(samples), _concat(extra), report
+
+        kept = sum(next(iter(p.values())).shape[1] for p in samples)
+        if kept > max_kept:
+            samples, extra, mons = ([_thin(_concat(parts), 2)] for parts in (samples, extra, mons))
+            thin *= 2
