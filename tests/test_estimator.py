@@ -275,3 +275,51 @@ def test_sonar_accuracy(uci_dir):
     acc = clf.score(Xte, yte)
     print(f"sonar 70/30 (seed 0) test accuracy: {acc:.4f}")
     assert acc >= 0.80
+
+
+# --------------------------------------------------------------------------------------------
+# data-driven run length
+# --------------------------------------------------------------------------------------------
+
+
+def test_auto_run_length_reports_the_budget_it_hit(data):
+    """An unreachable target stops at ``max_samples``, warns with the numbers, and the
+    attributes say how many sweeps ran (the calibration refits reuse that length)."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    Xtr, ytr, _, _ = data
+    clf = BM3KLClassifier(
+        random_state=0, num_warmup=40, num_samples="auto", num_chains=2, progress_bar=False,
+        ess_target=1e9, max_samples=500, calibration=None,
+    )  # fmt: skip
+    with pytest.warns(ConvergenceWarning, match="max_samples budget after 500 sweeps"):
+        clf.fit(Xtr, ytr)
+    rep = clf.run_report_
+    assert not rep.converged and rep.stopped_by == "max_samples" and rep.num_samples == 500
+    assert clf.n_iter_ == 540
+    assert clf.posterior_["w"].shape == (2, 500, 16)
+    assert rep.worst.startswith(("w[", "f["))
+
+
+def test_fixed_run_length_still_reports_diagnostics(fitted):
+    rep = fitted.run_report_
+    assert rep.stopped_by == "num_samples" and rep.num_samples == 10
+    assert np.isfinite(rep.ess_bulk_min) and rep.converged == (
+        rep.rhat_max <= 1.01 and rep.ess_bulk_min >= 400
+    )
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"num_samples": "forever"}, "num_samples"),
+        ({"rhat_target": 1.0}, "rhat_target"),
+        ({"ess_target": 0}, "ess_target"),
+        ({"max_samples": 0}, "max_samples"),
+        ({"max_time": -1.0}, "max_time"),
+    ],
+)
+def test_run_length_parameters_are_validated(data, params, match):
+    Xtr, ytr, _, _ = data
+    with pytest.raises(ValueError, match=match):
+        BM3KLClassifier(progress_bar=False, **params).fit(Xtr, ytr)

@@ -1,0 +1,70 @@
+"""The data-driven run length: diagnostics, stopping rules and bounded memory."""
+
+import jax
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+from numpyro.infer import MCMC, NUTS
+
+from bayesmkl.inference.runlength import convergence_stats, sample_until_converged
+
+
+def _normal_model():
+    numpyro.sample("x", dist.Normal(0.0, 1.0).expand([2]))
+
+
+def _mcmc(chunk):
+    return MCMC(
+        NUTS(_normal_model), num_warmup=100, num_samples=chunk, num_chains=4,
+        chain_method="vectorized", progress_bar=False,
+    )  # fmt: skip
+
+
+def _monitor(s):
+    return {"x": s["x"]}
+
+
+def test_convergence_stats_separates_mixed_from_stuck_chains():
+    rng = np.random.default_rng(0)
+    iid = rng.normal(size=(4, 500, 3))
+    r, e, _, _ = convergence_stats({"iid": iid})
+    assert r < 1.01 and e > 1000  # 2,000 independent draws
+    stuck = iid + np.arange(4)[:, None, None]  # chains centred at 0, 1, 2, 3
+    r, e, worst_r, _ = convergence_stats({"iid": iid, "stuck": stuck})
+    assert r > 1.5 and worst_r.startswith("stuck[")
+    # constant quantities carry no evidence either way and are skipped
+    r, e, _, _ = convergence_stats({"c": np.ones((4, 50, 2))})
+    assert np.isnan(r) and e == np.inf
+
+
+def test_stops_at_the_targets_on_an_easy_target():
+    samples, extra, rep = sample_until_converged(
+        _mcmc(250), jax.random.key(0), (), _monitor, extra_fields=("diverging",),
+        ess_target=400, max_samples=5000,
+    )  # fmt: skip
+    assert rep.converged and rep.stopped_by == "targets"
+    assert rep.num_samples % 250 == 0 and rep.num_samples <= 1000
+    assert samples["x"].shape == (4, rep.num_samples, 2)
+    assert extra["diverging"].shape == (4, rep.num_samples)
+    assert rep.rhat_max <= 1.01 and rep.ess_bulk_min >= 400
+
+
+def test_budget_stop_reports_it_and_thins_to_bounded_memory():
+    samples, _, rep = sample_until_converged(
+        _mcmc(100), jax.random.key(1), (), _monitor, ess_target=1e9, max_samples=800,
+        max_kept=250,
+    )  # fmt: skip
+    assert not rep.converged and rep.stopped_by == "max_samples"
+    assert rep.num_samples == 800 and rep.thinning == 4
+    # 800 sweeps thinned: stored draws stay within 2·max_kept per chain
+    assert samples["x"].shape[1] == 200 <= 2 * 250
+    assert rep.ess_bulk_min < 1e9
+
+
+def test_time_budget_stops_the_run_but_one_chunk_always_runs():
+    _, _, rep = sample_until_converged(
+        _mcmc(100), jax.random.key(2), (), _monitor, ess_target=1e9, max_samples=10_000,
+        max_time=1e-6,
+    )  # fmt: skip
+    assert rep.stopped_by == "max_time" and rep.num_samples == 100
+    assert rep.seconds > 1e-6
