@@ -36,7 +36,7 @@ from bayesmkl._x64 import with_x64
 from bayesmkl.baselines._base import validate_labels
 from bayesmkl.inference.kernel import BM3KL
 from bayesmkl.inference.moves import MOVES
-from bayesmkl.inference.runlength import RunReport, convergence_stats, sample_until_converged
+from bayesmkl.inference.runlength import judge, sample_until_converged
 from bayesmkl.kernels.input import NAMED_POOLS, KernelInput
 from bayesmkl.kernels.pool import KernelPool
 from bayesmkl.model import signed_targets
@@ -473,12 +473,10 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
             mcmc.run(key, K, delta, extra_fields=EXTRA_FIELDS)
             draws = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
             extra = mcmc.get_extra_fields(group_by_chain=True)
-            r, e, worst_r, worst_e = convergence_stats(monitor(draws))
-            ok = r <= float(self.rhat_target) and e >= float(self.ess_target)
-            report = RunReport(
-                bool(ok), "num_samples", int(self.num_samples), 1, r, e,
-                worst_e if r <= float(self.rhat_target) else worst_r,
-                time.perf_counter() - t0,
+            report = judge(
+                monitor(draws), float(self.rhat_target), float(self.ess_target),
+                stopped_by="num_samples", num_samples=int(self.num_samples), thinning=1,
+                seconds=time.perf_counter() - t0,
             )  # fmt: skip
         self.run_report_ = report
 

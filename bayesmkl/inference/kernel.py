@@ -267,10 +267,10 @@ def sweep(state: BM3KLState, K, delta, config: BM3KLConfig, num_warmup: int) -> 
         step_size = jnp.asarray(config.step_size, dtype=jnp.float64)
     r = jax.random.normal(k_r, state.r.shape) if config.refresh_momentum else state.r
     accept_prob, diverging, r_new = jnp.ones(()), jnp.zeros((), bool), r
-    collapsed = spec.collapsed and coll.n_active_for(P, C, N, config.n_active) > 0
+    s_act = coll.n_active_for(P, C, N, config.n_active) if spec.collapsed else 0
+    collapsed = s_act > 0
     if spec.step is not None:
         if collapsed:
-            s_act = coll.n_active_for(P, C, N, config.n_active)
             data = coll.collapsed_setup(K, z["a"], z["nu"], Phi, s_act)
             pg = coll.collapsed_potential_and_grad(data, T, V, h.bias_prior_var, eta)
         else:

@@ -86,6 +86,18 @@ def convergence_stats(monitors: dict) -> tuple[float, float, str, str]:
     return (np.nan if rhat_max == -np.inf else rhat_max), ess_min, worst_r, worst_e
 
 
+def judge(monitors: dict, rhat_target: float, ess_target: float, **fields) -> RunReport:
+    """The :class:`RunReport` of ``monitors`` against the targets; ``fields`` fill the rest
+    (``stopped_by``, ``num_samples``, ``thinning``, ``seconds``). A nan R-hat (nothing varies)
+    passes."""
+    rhat_max, ess_min, worst_r, worst_e = convergence_stats(monitors)
+    ok_r = not (rhat_max > rhat_target)
+    converged = bool(ok_r and ess_min >= ess_target)
+    worst = worst_e if ok_r else worst_r
+    return RunReport(converged=converged, rhat_max=rhat_max, ess_bulk_min=ess_min, worst=worst,
+                     **fields)  # fmt: skip
+
+
 def _concat(parts: list[dict]) -> dict:
     return {k: np.concatenate([p[k] for p in parts], axis=1) for k in parts[0]}
 
@@ -153,17 +165,17 @@ def sample_until_converged(
         extra.append(_thin(x, thin))
         mons.append(_thin(m, thin))
         done += chunk
-        seconds = time.perf_counter() - t0
         chunk_seconds = time.perf_counter() - t_chunk
         mcmc.post_warmup_state = mcmc.last_state
         key = mcmc.post_warmup_state.rng_key
 
-        all_mons = _concat(mons)
-        rhat_max, ess_min, worst_r, worst_e = convergence_stats(all_mons)
-        ok_r = not (rhat_max > rhat_target)  # nan (nothing varies) passes
-        converged = ok_r and ess_min >= ess_target
+        seconds = time.perf_counter() - t0
+        report = judge(
+            _concat(mons), rhat_target, ess_target, stopped_by="targets", num_samples=done,
+            thinning=thin, seconds=seconds,
+        )  # fmt: skip
         stopped_by = None
-        if converged:
+        if report.converged:
             stopped_by = "targets"
         elif done + chunk > max_samples:
             stopped_by = "max_samples"
@@ -171,11 +183,7 @@ def sample_until_converged(
             # (the first chunk's time includes warm-up and compilation: it predicts nothing)
             stopped_by = "max_time"
         if stopped_by is not None:
-            report = RunReport(
-                converged, stopped_by, done, thin, rhat_max, ess_min,
-                worst_e if ok_r else worst_r, seconds,
-            )  # fmt: skip
-            return _concat(samples), _concat(extra), report
+            return _concat(samples), _concat(extra), report._replace(stopped_by=stopped_by)
 
         kept = sum(next(iter(p.values())).shape[1] for p in samples)
         if kept > max_kept:
