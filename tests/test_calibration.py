@@ -233,17 +233,20 @@ class _Recorder(BaseEstimator):
     """Clonable stand-in: remembers what it was fitted on; decision draws = row sums."""
 
     log: list = []
+    weights: list = []
 
     def __init__(self, kernels="bsvm16", calibration="cv", kernel_dtype="float64",
-                 progress_bar=True, random_state=None):  # fmt: skip
+                 progress_bar=True, random_state=None, class_weight="balanced"):  # fmt: skip
         self.kernels = kernels
         self.calibration = calibration
         self.kernel_dtype = kernel_dtype
         self.progress_bar = progress_bar
         self.random_state = random_state
+        self.class_weight = class_weight
 
-    def fit(self, K, y):
+    def fit(self, K, y, sample_weight=None):
         _Recorder.log.append((self.get_params(), K.copy(), np.asarray(y).copy()))
+        _Recorder.weights.append(sample_weight)
         warnings.warn("R-hat is high", UserWarning, stacklevel=1)
         return self
 
@@ -267,11 +270,31 @@ def test_crossfit_slices_kernels_and_clones_parameters():
     for k, ((params, Kfit, yfit), F, va) in enumerate(runs):
         tr = np.setdiff1d(np.arange(N), va)
         assert params == {"kernels": "precomputed", "calibration": None, "kernel_dtype": None,
-                          "progress_bar": False, "random_state": 11 + k}  # fmt: skip
+                          "progress_bar": False, "random_state": 11 + k,
+                          "class_weight": None}  # fmt: skip
         np.testing.assert_array_equal(Kfit, K[:, tr][:, :, tr])
         np.testing.assert_array_equal(yfit, y[tr])
         np.testing.assert_allclose(F[0, :, 0], K[:, va][:, :, tr].sum(axis=(0, 2)))
         assert np.bincount(y[va]).tolist() == [5, 5]  # stratified
+
+
+def test_crossfit_passes_fold_weights_without_class_weight():
+    """The fold fits get their slice of the effective sample weights, and class_weight=None
+    (class weights are already in the effective weights: they must not be applied twice)."""
+    N = 30
+    K = np.zeros((1, N, N))
+    y = np.repeat([0, 1], 15)
+    sw = np.arange(1.0, N + 1)
+    _Recorder.log, _Recorder.weights = [], []
+    with pytest.warns(UserWarning):
+        _, index = crossfit_decision_draws(_Recorder(), K, y, n_folds=3, seed=0, sample_weight=sw)
+    for (params, _, _), w, va in zip(_Recorder.log, _Recorder.weights, index, strict=True):
+        assert params["class_weight"] is None
+        np.testing.assert_array_equal(w, sw[np.setdiff1d(np.arange(N), va)])
+    _Recorder.weights = []
+    with pytest.warns(UserWarning):
+        crossfit_decision_draws(_Recorder(), K, y, n_folds=3, seed=0)
+    assert _Recorder.weights == [None, None, None]
 
 
 def test_crossfit_fold_count_follows_the_smallest_class():

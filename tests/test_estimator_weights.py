@@ -3,19 +3,18 @@
 The weighted model itself (each conditional against the weighted joint, zero-weight points
 carrying no information through every move) is tested in tests/inference/test_weights.py; here
 the estimator's plumbing: class weights and sample weights combine as in scikit-learn, reach the
-sampler, move predictions toward an up-weighted class, reach the calibration's fold fits, and
-bad weights are refused before any sampling.
+sampler and move predictions toward an up-weighted class, and bad weights are refused before any
+sampling. That the calibration's fold fits get the weights is tested in tests/test_calibration.py.
 """
 
 import warnings
 
 import numpy as np
 import pytest
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.base import clone
 from sklearn.metrics import balanced_accuracy_score
 
 from bayesmkl import BM3KLClassifier, KernelPool
-from bayesmkl.calibration import crossfit_decision_draws
 from bayesmkl.kernels import KernelSpec
 
 X = np.random.default_rng(0).normal(size=(12, 2))
@@ -97,37 +96,3 @@ def test_class_weight_equals_the_same_sample_weight():
     for site in ("w", "a", "b"):
         np.testing.assert_array_equal(a.posterior_[site], b.posterior_[site])
     assert not np.allclose(a.posterior_["a"], c.posterior_["a"], rtol=1e-3)
-
-
-class _Recorder(ClassifierMixin, BaseEstimator):
-    """Stand-in for BM3KLClassifier in crossfit_decision_draws: records each fold fit."""
-
-    calls = []
-
-    def __init__(self, kernels="x", calibration="cv", kernel_dtype=None, progress_bar=True,
-                 random_state=None, class_weight="balanced", num_samples=10):  # fmt: skip
-        self.kernels, self.calibration, self.kernel_dtype = kernels, calibration, kernel_dtype
-        self.progress_bar, self.random_state = progress_bar, random_state
-        self.class_weight, self.num_samples = class_weight, num_samples
-
-    def fit(self, K, y, sample_weight=None):
-        type(self).calls.append((self.class_weight, len(y), sample_weight))
-        return self
-
-    def decision_draws(self, K):
-        return np.zeros((2, K.shape[1], 1))
-
-
-def test_crossfit_passes_fold_weights_without_class_weight():
-    """The fold fits get their slice of the effective weights and class_weight=None (class
-    weights are already in the effective weights, so they must not be applied twice)."""
-    _Recorder.calls = []
-    n = 12
-    K = np.broadcast_to(np.eye(n), (2, n, n)).copy()
-    sw = np.arange(1.0, n + 1)
-    _, index = crossfit_decision_draws(_Recorder(), K, Y, n_folds=3, seed=0, sample_weight=sw)
-    assert len(_Recorder.calls) == 3
-    held_in = [np.setdiff1d(np.arange(n), i) for i in index]
-    for (cw, m, w), tr in zip(_Recorder.calls, held_in, strict=True):
-        assert cw is None and m == len(tr)
-        np.testing.assert_array_equal(w, sw[tr])
