@@ -11,8 +11,7 @@ from sklearn.metrics.pairwise import polynomial_kernel as sk_poly
 from sklearn.metrics.pairwise import rbf_kernel
 
 import bayesmkl  # noqa: F401  (enables float64 in JAX)
-from bayesmkl.kernels import KernelPool, KernelSpec, validate_precomputed
-from bayesmkl.kernels import pool as pool_module
+from bayesmkl.kernels import KernelPool, KernelSpec, _compute, validate_precomputed
 from bayesmkl.kernels.input import KernelInput, resolve_kernels
 from bayesmkl.kernels.pool import NotFittedError
 
@@ -230,9 +229,9 @@ def test_chunked_computation_matches(data, simplemkl_fitted, raw_simplemkl, monk
     """
     Xtr, Xte = data
     pool, K, Kx = simplemkl_fitted
-    monkeypatch.setattr(pool_module, "_CHUNK_ENTRIES", 4 * N_TRAIN * N_TRAIN)
+    monkeypatch.setattr(_compute, "_CHUNK_ENTRIES", 4 * N_TRAIN * N_TRAIN)
     np.testing.assert_allclose(pool.train_kernels(), K, rtol=1e-14, atol=1e-15)
-    monkeypatch.setattr(pool_module, "_CHUNK_ENTRIES", 6 * N_TRAIN * N_TRAIN)
+    monkeypatch.setattr(_compute, "_CHUNK_ENTRIES", 6 * N_TRAIN * N_TRAIN)
     np.testing.assert_allclose(pool.train_kernels(), K, rtol=1e-14, atol=1e-15)
     np.testing.assert_allclose(pool.cross_kernels(Xte), Kx, rtol=1e-14, atol=1e-15)
     raw = KernelPool.simplemkl(normalize=False, center=True).fit(Xtr)
