@@ -6,8 +6,8 @@ from oracles import gaussian_gram, problem
 from sklearn.base import clone
 
 from bayesmkl.baselines import AverageMKL, BestSingleKernelSVM
+from bayesmkl.baselines._solvers import solve_at_weights
 from bayesmkl.baselines._svm import combine, fit_svc
-from bayesmkl.baselines.average import solve_at_weights
 
 
 def test_average_is_one_svc_on_the_mean_kernel():
