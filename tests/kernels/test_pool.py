@@ -364,3 +364,20 @@ def test_validate_precomputed_rejects():
         validate_precomputed(bad)
     with pytest.raises(ValueError, match="2 names for 3"):
         validate_precomputed(np.stack([G, G, G]), names=["a", "b"])
+
+
+def test_restore_fitted_reproduces_the_fitted_pool(data):
+    """What io.pool_from_state does: a pool restored from the fitted arrays gives the same
+    kernels without refitting, and refuses arrays it does not know or a missing X_fit_."""
+    from bayesmkl.kernels.pool import FITTED_ARRAYS
+
+    Xtr, Xte = data
+    fitted = KernelPool.simplemkl(center=True).fit(Xtr)
+    arrays = {name: getattr(fitted, name) for name in FITTED_ARRAYS}
+    restored = KernelPool.simplemkl(center=True).restore_fitted(fitted.n_features_in_, **arrays)
+    np.testing.assert_array_equal(restored.train_kernels(), fitted.train_kernels())
+    np.testing.assert_array_equal(restored.cross_kernels(Xte), fitted.cross_kernels(Xte))
+    with pytest.raises(ValueError, match="unknown fitted arrays"):
+        KernelPool.bsvm16().restore_fitted(D, X_fit_=Xtr, colour_=1)
+    with pytest.raises(ValueError, match="X_fit_"):
+        KernelPool.bsvm16().restore_fitted(D, mean_=Xtr.mean(axis=0))
