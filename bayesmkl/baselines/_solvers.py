@@ -10,8 +10,9 @@ never increases.
 
 Estimators: :class:`IterativeMKLClassifier` holds the parameters every iterative solver takes
 (``C, tol, max_iter, svc_tol, max_time, class_weight, kernel_names``) and checks them in one
-place (:meth:`~IterativeMKLClassifier._solver_options`); :func:`shared_doc` fills the parameter
-and attribute descriptions they share into the estimators' docstrings.
+place (:meth:`~IterativeMKLClassifier._solver_options`, with the constraints of
+:mod:`bayesmkl._validation`); :func:`shared_doc` fills the parameter and attribute descriptions
+they share into the estimators' docstrings.
 
 Conventions: ``K: (P, N, N)`` training kernels, ``Y: (C, N)`` ±1 targets (one row per
 one-vs-rest problem, ``C = 1`` for binary problems), ``μ: (P,)`` kernel weights shared by all rows.
@@ -22,14 +23,14 @@ its gradient is ``∂J/∂μ_m = −H_m``, ``H_m = Σ_c h_{c,m}`` (Danskin).
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 
+from bayesmkl._validation import MAX_TIME, Interval, validate_params
 from bayesmkl.baselines._base import MKLClassifierBase
-from bayesmkl.baselines._budget import Budget, check_max_time
+from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._svm import combine, fit_svc, kernel_quadratics
 
 __all__ = [
@@ -38,8 +39,6 @@ __all__ = [
     "SolverOptions",
     "WeightedSVMs",
     "alternating_mkl",
-    "check_int",
-    "check_positive",
     "quadratic_terms",
     "relative_gap",
     "shared_doc",
@@ -207,25 +206,6 @@ def store_fit(est: MKLClassifierBase, fit: MKLFit) -> None:
     est.duality_gap_ = float(fit.duality_gap)
 
 
-def check_positive(name: str, value, *, allow_inf: bool = False) -> float:
-    """Return ``float(value)`` if it is a real number ``> 0`` (finite unless ``allow_inf``)."""
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    if ok:
-        value = float(value)
-        ok = value > 0 and (np.isfinite(value) or (allow_inf and value == np.inf))
-    if not ok:
-        kind = "a positive number" + (" (inf allowed)" if allow_inf else "")
-        raise ValueError(f"{name} must be {kind}; got {value!r}")
-    return value
-
-
-def check_int(name: str, value, minimum: int = 1) -> int:
-    """Return ``value`` if it is an integer ``≥ minimum``."""
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
-    return int(value)
-
-
 def alternating_mkl(
     K: np.ndarray,
     Y: np.ndarray,
@@ -374,11 +354,23 @@ def shared_doc(obj):
     return obj
 
 
+_POSITIVE = Interval("real", 0, None, closed="neither")
+
+
 class IterativeMKLClassifier(MKLClassifierBase):
     """Base of the MKL estimators that alternate SVM solves and weight updates.
 
     Subclasses with more parameters define ``__init__`` with those and pass these on.
     """
+
+    #: Constraints of the shared parameters (see :mod:`bayesmkl._validation`), checked in order.
+    _solver_constraints = {
+        "C": [_POSITIVE],
+        "tol": [_POSITIVE],
+        "max_iter": [Interval("int", 1, None, closed="left")],
+        "svc_tol": [_POSITIVE],
+        "max_time": MAX_TIME,
+    }
 
     def __init__(
         self,
@@ -402,12 +394,13 @@ class IterativeMKLClassifier(MKLClassifierBase):
 
     def _solver_options(self, sample_weight=None) -> SolverOptions:
         """The checked ``C, tol, max_iter, svc_tol, max_time`` with ``sample_weight``."""
+        validate_params(self, self._solver_constraints)
         return SolverOptions(
-            C=check_positive("C", self.C),
-            tol=check_positive("tol", self.tol),
-            max_iter=check_int("max_iter", self.max_iter),
-            svc_tol=check_positive("svc_tol", self.svc_tol),
-            max_time=check_max_time(self.max_time),
+            C=float(self.C),
+            tol=float(self.tol),
+            max_iter=int(self.max_iter),
+            svc_tol=float(self.svc_tol),
+            max_time=None if self.max_time is None else float(self.max_time),
             sample_weight=sample_weight,
         )
 

@@ -8,11 +8,10 @@ from __future__ import annotations
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
+from bayesmkl._validation import check_int, check_positive
 from bayesmkl.baselines._base import MKLClassifierBase
 from bayesmkl.baselines._solvers import (
     MKLFit,
-    check_int,
-    check_positive,
     shared_doc,
     solve_at_weights,
     store_fit,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from bayesmkl._validation import Interval, check_param
 from bayesmkl.baselines._simplex import lp_min_ratio, lp_support
 from bayesmkl.baselines._solvers import (
     IterativeMKLClassifier,
@@ -24,13 +25,7 @@ from bayesmkl.baselines._solvers import (
 
 def check_p(p) -> float:
     """Return ``float(p)`` if ``p ≥ 1`` (``np.inf`` allowed), else raise ``ValueError``."""
-    try:
-        ok = not isinstance(p, bool) and float(p) >= 1.0  # NaN compares False
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise ValueError(f"p must be a number >= 1 (np.inf allowed); got {p!r}")
-    return float(p)
+    return float(check_param("p", p, [Interval("real", 1, None, closed="left", allow_inf=True)]))
 
 
 def solve_lp_mkl(

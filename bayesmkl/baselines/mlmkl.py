@@ -26,19 +26,17 @@ point, so ``max_k H_k − bound`` measures how far a fitted ``p`` is from the wo
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 from scipy.optimize import linprog
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, column_or_1d
 
+from bayesmkl._validation import Interval, check_int, check_param, check_positive
 from bayesmkl.baselines._base import MKLClassifierBase
 from bayesmkl.baselines._budget import Budget, check_max_time
 from bayesmkl.baselines._solvers import (
     IterativeMKLClassifier,
-    check_int,
-    check_positive,
     shared_doc,
 )
 from bayesmkl.baselines._svm import combine, fit_svc, kernel_quadratics
@@ -368,10 +366,8 @@ class MLMKLSA(_MLMKLBase):
         check_int("max_iter", self.max_iter)
         check_int("min_iter", self.min_iter, minimum=0)
         check_max_time(self.max_time)
-        if not isinstance(self.tol, numbers.Real) or self.tol < 0:
-            raise ValueError(f"tol must be a non-negative number; got {self.tol!r}")
-        if not isinstance(self.delta, numbers.Real) or not 0 < self.delta <= 1:
-            raise ValueError(f"delta must lie in (0, 1]; got {self.delta!r}")
+        check_positive("tol", self.tol, allow_zero=True)
+        check_param("delta", self.delta, [Interval("real", 0, 1, closed="right")])
         for name in ("eta_p", "eta_gamma"):
             if getattr(self, name) is not None:
                 check_positive(name, getattr(self, name))

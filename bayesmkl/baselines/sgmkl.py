@@ -14,20 +14,16 @@ root, increasing in ``1/λ`` — and ``λ`` is fixed by the active constraint, a
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
+from bayesmkl._validation import Interval, check_param
 from bayesmkl.baselines._simplex import elastic_net_min_ratio, elastic_net_support
 from bayesmkl.baselines._solvers import IterativeMKLClassifier, alternating_mkl, shared_doc
 
 
 def check_v(v) -> float:
     """Return ``float(v)`` if ``0 ≤ v ≤ 1``, else raise ``ValueError``."""
-    ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and 0.0 <= float(v) <= 1.0
-    if not ok:
-        raise ValueError(f"v must be a number in [0, 1]; got {v!r}")
-    return float(v)
+    return float(check_param("v", v, [Interval("real", 0, 1)]))
 
 
 def elastic_net_start(P: int, v: float) -> np.ndarray:

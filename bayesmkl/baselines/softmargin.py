@@ -28,6 +28,7 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from bayesmkl._validation import check_choice, check_positive
 from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._simplex import (
     box_simplex_min_ratio,
@@ -40,7 +41,6 @@ from bayesmkl.baselines._solvers import (
     MKLFit,
     SolverOptions,
     alternating_mkl,
-    check_positive,
     relative_gap,
     shared_doc,
     solve_at_weights,
@@ -238,8 +238,7 @@ class SoftMarginMKL(IterativeMKLClassifier):
         self.theta = theta
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
-        if self.loss not in LOSSES:
-            raise ValueError(f"loss must be one of {LOSSES}; got {self.loss!r}")
+        check_choice("loss", self.loss, LOSSES)
         theta = check_positive("theta", self.theta, allow_inf=True)
         opts = self._solver_options(sample_weight)
         P = K.shape[0]

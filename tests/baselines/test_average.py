@@ -92,7 +92,7 @@ def test_params_are_stored_verbatim_and_clone():
 @pytest.mark.parametrize(
     "est, match",
     [
-        (AverageMKL(kernels="precomputed", C=0), "C must be a positive number"),
+        (AverageMKL(kernels="precomputed", C=0), "C must be a finite positive number"),
         (AverageMKL(kernels="precomputed", C=-1.0), "C must be"),
         (AverageMKL(kernels="precomputed", C=np.nan), "C must be"),
         (AverageMKL(kernels="precomputed", C="1"), "C must be"),
