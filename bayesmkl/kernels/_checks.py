@@ -12,6 +12,7 @@ __all__ = [
     "NotFittedError",
     "check_X",
     "check_finite_kernels",
+    "check_gram",
     "check_kernel_memory",
     "check_poly_offset",
     "check_spec_features",
@@ -175,3 +176,21 @@ def check_spec_features(specs, d: int) -> None:
                 f"kernel {i} '{s.name}' uses feature index {max(s.features)}, but X has "
                 f"only {d} features (indices 0..{d - 1})"
             )
+
+
+def check_gram(K: np.ndarray, what: str, *, nan_verb: str = "contains", symmetry: str = ""):
+    """Refuse a matrix ``K`` with NaN/inf entries, or ``K`` not symmetric within
+    ``1e-6 · max|K|`` when ``symmetry`` is not ``None``; messages start with ``what`` (e.g.
+    ``"precomputed kernel 3"``), ``nan_verb`` and ``symmetry`` complete them."""
+    if not np.all(np.isfinite(K)):
+        i, j = np.argwhere(~np.isfinite(K))[0]
+        raise ValueError(f"{what} {nan_verb} NaN or inf (first at [{i}, {j}])")
+    if symmetry is None:
+        return
+    scale = float(np.max(np.abs(K)))
+    asym = float(np.max(np.abs(K - K.T)))
+    if asym > 1e-6 * scale:
+        raise ValueError(
+            f"{what} is not symmetric{symmetry}: max |K - K^T| = {asym:.3g} exceeds the "
+            f"tolerance 1e-6 * max|K| = {1e-6 * scale:.3g}"
+        )

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from bayesmkl.kernels._checks import check_gram
+
 __all__ = ["PSD_RTOL", "validate_precomputed"]
 
 #: Relative tolerance of the positive semi-definiteness check of precomputed kernels, by dtype:
@@ -91,17 +93,7 @@ def validate_precomputed(
     if not np.issubdtype(K.dtype, np.floating) or K.dtype == np.float16:
         K = K.astype(np.float64)
     for m in range(K.shape[0]):
-        Km = K[m]
-        if not np.all(np.isfinite(Km)):
-            i, j = np.argwhere(~np.isfinite(Km))[0]
-            raise ValueError(f"precomputed kernel {m} contains NaN or inf (first at [{i}, {j}])")
-        scale = float(np.max(np.abs(Km)))
-        asym = float(np.max(np.abs(Km - Km.T)))
-        if asym > 1e-6 * scale:
-            raise ValueError(
-                f"precomputed kernel {m} is not symmetric: max |K - K^T| = {asym:.3g} exceeds "
-                f"the tolerance 1e-6 * max|K| = {1e-6 * scale:.3g}"
-            )
+        check_gram(K[m], f"precomputed kernel {m}")
     rtol = PSD_RTOL[np.dtype(K.dtype).name] if psd_rtol is None else float(psd_rtol)
     for m in range(K.shape[0]):
         _check_psd(K[m], m, rtol)
