@@ -83,7 +83,7 @@ def test_simplemkl_order(simplemkl_fitted):
     pool, _, _ = simplemkl_fitted
     names = pool.names
     assert names[:13] == [s.name for s in KernelPool.simplemkl(normalize=False).recipe[:13]]
-    assert names[13:13 + D] == [f"gauss(s=0.125)[x{j}]" for j in range(D)]
+    assert names[13 : 13 + D] == [f"gauss(s=0.125)[x{j}]" for j in range(D)]
     assert names[-1] == f"poly(d=3)[x{D - 1}]"
 
 
@@ -130,9 +130,15 @@ def test_raw_pool_values_match_sklearn(data):
     """Mixed explicit specs, irregular per-feature grid, duplicates; no preprocessing."""
     Xtr, Xte = data
     specs = [
-        KernelSpec("gauss", 0.5, 2), KernelSpec("poly", 2, (0, 3)), KernelSpec("gauss", 2.0),
-        KernelSpec("linear", None, 4), KernelSpec("gauss", 0.5, 0), KernelSpec("gauss", 3.0, 2),
-        KernelSpec("poly", 3, 1), KernelSpec("gauss", 2.0), KernelSpec("poly", 1),
+        KernelSpec("gauss", 0.5, 2),
+        KernelSpec("poly", 2, (0, 3)),
+        KernelSpec("gauss", 2.0),
+        KernelSpec("linear", None, 4),
+        KernelSpec("gauss", 0.5, 0),
+        KernelSpec("gauss", 3.0, 2),
+        KernelSpec("poly", 3, 1),
+        KernelSpec("gauss", 2.0),
+        KernelSpec("poly", 1),
         KernelSpec("gauss", 1.5, (4, 1)),
     ]
     pool = KernelPool(specs, standardize=False, normalize=False, poly_offset=0.5).fit(Xtr)
