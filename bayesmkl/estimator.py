@@ -31,9 +31,13 @@ from sklearn.utils.validation import (
 from bayesmkl import calibration as _calibration
 from bayesmkl import diagnostics
 from bayesmkl._checks import check_draws, check_label_types, check_predictions
+from bayesmkl._validation import check_choice as _choice
+from bayesmkl._validation import check_int as _integer
+from bayesmkl._validation import check_positive as _positive
+from bayesmkl._validation import is_int as _is_int
+from bayesmkl._validation import validate_labels
 from bayesmkl._weights import check_class_weight, effective_sample_weight
 from bayesmkl._x64 import with_x64
-from bayesmkl.baselines._base import validate_labels
 from bayesmkl.inference.kernel import BM3KL
 from bayesmkl.inference.moves import MOVES
 from bayesmkl.inference.runlength import judge, sample_until_converged
@@ -837,24 +841,3 @@ def _run_monitor(K, seed):
         return {"w": w, "f": F.reshape(chains, n_draws, -1)}
 
     return monitor
-
-
-def _choice(name, value, options):
-    if value not in options:
-        raise ValueError(f"{name} must be one of {options}; got {value!r}")
-
-
-def _positive(name, value, allow_zero=False):
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
-    if not ok or value < 0 or (value == 0 and not allow_zero):
-        need = "non-negative" if allow_zero else "positive"
-        raise ValueError(f"{name} must be a finite {need} number; got {value!r}")
-
-
-def _is_int(value, minimum):
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= minimum
-
-
-def _integer(name, value, minimum):
-    if not _is_int(value, minimum):
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
