@@ -202,8 +202,13 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
     num_chains : int, default=4
         Independent chains (paper: 1). R-hat needs at least 2.
     chain_method : {"sequential", "parallel", "vectorized"}, default="vectorized"
-        How NumPyro runs several chains (``"vectorized"``: one program for all chains, the
-        fastest on few cores).
+        How the chains run. ``"vectorized"``: one program for all chains (the fastest on few
+        cores). ``"sequential"``: one after the other. ``"parallel"``: chain i on JAX device
+        i mod D (:class:`~bayesmkl.inference.chains.DeviceChains`), with bitwise the draws of
+        ``"sequential"``; host CPU devices need ``XLA_FLAGS=
+        --xla_force_host_platform_device_count=D`` set before JAX is imported, and with one
+        device it runs sequentially and warns. ``"vectorized"`` draws differ from the other
+        two (batched arithmetic rounds differently; the chains are the same in distribution).
     rhat_target : float, default=1.01
         Largest rank-normalised split R-hat accepted by ``num_samples="auto"``.
     ess_target : float, default=400
@@ -243,6 +248,16 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); they label
         the DataTree's ``kernel`` coordinate and the plots. An error with a pool, which names
         its kernels itself.
+    warm_start : bool, default=False
+        Continue the previous fit's chains from their stored final state (no new warm-up;
+        adapted step size and mass matrix frozen; each chain's own PRNG key, so 500 + 500
+        sweeps equal one run of 1000 with the same seed) and append ``num_samples`` new sweeps
+        per chain (``"auto"``: chunks until the targets hold on all draws, ``max_samples`` and
+        ``max_time`` budget this call). All fitted attributes, ``run_report_`` included, cover
+        the combined draws; the calibration map of the first fit is re-used while
+        ``calibration`` is unchanged. Needs the same data and the same posterior and chain
+        parameters (else ``ValueError``); without a previous fit it fits from scratch. A model
+        read by :meth:`load` keeps no sampler state and cannot be continued. See the user guide.
 
     Attributes
     ----------
@@ -451,6 +466,7 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         self._validate_params()
         kin, K, classes, codes, y = self._validate_fit_input(X, y)
         delta = signed_targets(codes, len(classes), self.binary_mode)
+        # (sample weights, once fit takes them, belong in the fingerprint too)
         fingerprint = _resume.data_fingerprint(K, delta, np.asarray(y))
         prev = _resume.previous(self, fingerprint) if self.warm_start else None
         if prev is None:
