@@ -31,9 +31,13 @@ from sklearn.utils.validation import (
 from bayesmkl import calibration as _calibration
 from bayesmkl import diagnostics
 from bayesmkl._checks import check_draws, check_label_types, check_predictions
-from bayesmkl._weights import check_class_weight
+from bayesmkl._validation import check_choice as _choice
+from bayesmkl._validation import check_int as _integer
+from bayesmkl._validation import check_positive as _positive
+from bayesmkl._validation import is_int as _is_int
+from bayesmkl._validation import validate_labels
+from bayesmkl._weights import check_class_weight, effective_sample_weight
 from bayesmkl._x64 import with_x64
-from bayesmkl.baselines._base import validate_labels
 from bayesmkl.inference import resume as _resume
 from bayesmkl.inference.chains import resolve_chain_method
 from bayesmkl.inference.kernel import BM3KL
@@ -241,9 +245,8 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
     class_weight : None, "balanced" or dict, default=None
         Class weights with scikit-learn's semantics (``"balanced"``: ``N / (K · count(class))``),
         multiplied into ``fit``'s ``sample_weight`` by
-        :func:`bayesmkl._weights.effective_sample_weight`; a weight multiplies the point's
-        pseudo-likelihood term. Validated here; not yet used by the sampler, so a value other
-        than ``None`` raises ``NotImplementedError``.
+        :func:`bayesmkl._weights.effective_sample_weight` (see :meth:`fit` for what a weight
+        means in this model).
     kernel_names : sequence of str, optional
         Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); they label
         the DataTree's ``kernel`` coordinate and the plots. An error with a pool, which names
@@ -416,10 +419,6 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         if not isinstance(self.warm_start, bool | np.bool_):
             raise ValueError(f"warm_start must be True or False; got {self.warm_start!r}")
         check_class_weight(self.class_weight)
-        if self.class_weight is not None:  # TODO(lead): remove once the sampler uses weights
-            raise NotImplementedError(
-                "BM3KLClassifier: class_weight is validated but not yet used by the sampler"
-            )
 
     def _validate_fit_input(self, X, y):
         """Validated ``(kernel input, K (P, N, N), classes, codes)``; sets ``n_features_in_``."""
@@ -449,7 +448,7 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------------------------
 
     @with_x64
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Run the BM3KL Gibbs sampler.
 
         Parameters
@@ -458,6 +457,17 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
             Training features (raw; the pool standardises them) or Gram matrices.
         y : array (N,)
             Class labels of any type (at least two classes).
+        sample_weight : array (N,) or float, optional
+            Non-negative finite per-sample weights ϖ, multiplied by ``class_weight``. Point i's
+            pseudo-likelihood factor is raised to the power ϖ_i (all its one-vs-all terms):
+            the likelihood is tempered point by point, exactly, in every move (the data
+            augmentation stays exact with the slack ζ replaced by ϖζ; see
+            :mod:`bayesmkl.likelihood`). As in :class:`~bayesmkl.baselines.BM3KLMAP`, a zero
+            weight removes the point's likelihood term but keeps its sample weight a_i and
+            kernel column in the model, and an integer weight is *not* the same as repeating
+            the row (a repeat would add a second a_i with its own prior). The weights also
+            weight the cross-fitted calibration's log-loss; ``log_likelihood_`` stays the
+            unweighted per-point predictive.
 
         Returns
         -------
@@ -465,9 +475,10 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         """
         self._validate_params()
         kin, K, classes, codes, y = self._validate_fit_input(X, y)
+        sw = effective_sample_weight(y, sample_weight, self.class_weight)
         delta = signed_targets(codes, len(classes), self.binary_mode)
-        # (sample weights, once fit takes them, belong in the fingerprint too)
-        fingerprint = _resume.data_fingerprint(K, delta, np.asarray(y))
+        data = (K, delta) if sw is None else (K, delta, sw)
+        fingerprint = _resume.data_fingerprint(K, delta, np.asarray(y), sw)
         prev = _resume.previous(self, fingerprint) if self.warm_start else None
         if prev is None:
             key, seed = make_rng_key(self.random_state)
@@ -497,13 +508,13 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         monitor = _run_monitor(K, seed)
         if auto:
             draws, extra, report = sample_until_converged(
-                mcmc, key, (K, delta), monitor, extra_fields=EXTRA_FIELDS,
+                mcmc, key, data, monitor, extra_fields=EXTRA_FIELDS,
                 rhat_target=float(self.rhat_target), ess_target=float(self.ess_target),
                 max_samples=int(self.max_samples), max_time=self.max_time, resume=earlier,
             )  # fmt: skip
         else:
             t0 = time.perf_counter()
-            mcmc.run(key, K, delta, extra_fields=EXTRA_FIELDS)
+            mcmc.run(key, *data, extra_fields=EXTRA_FIELDS)
             draws = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
             extra = {
                 k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()
@@ -548,7 +559,7 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
                 stacklevel=3,
             )
         reuse = prev is not None and prev.calibration == self.calibration
-        self._fit_calibration(K, y, reuse_map=reuse)
+        self._fit_calibration(K, y, sw, reuse_map=reuse)
         return self
 
     def _earlier_run(self) -> Resume:
@@ -563,15 +574,17 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         r = self.run_report_
         return Resume(dict(self.posterior_), extra, r.thinning, r.num_samples, r.seconds)
 
-    def _fit_calibration(self, K, y, reuse_map=False):
+    def _fit_calibration(self, K, y, sample_weight=None, reuse_map=False):
         """Calibration map and training log-likelihood (called once, at the end of :meth:`fit`).
 
         Sets ``calibrator_`` (``None`` for ``calibration=None``), ``oof_log_predictive_`` (the
         calibrated log predictive of each training point under the fold fit that held it out)
         and ``log_likelihood_`` ``(chains, draws, N)``: per draw, the log probability of each
-        training label under the fitted rule. ``K`` are the training kernels ``(P, N, N)``.
-        ``reuse_map``: keep ``calibrator_`` and ``oof_log_predictive_`` of the fit that a
-        ``warm_start`` fit continued (only ``log_likelihood_`` is recomputed).
+        training label under the fitted rule. ``K`` are the training kernels ``(P, N, N)``;
+        ``sample_weight`` the effective weights of :meth:`fit` (or ``None``): the fold refits
+        use them and the map minimises the weighted held-out log-loss. ``reuse_map``: keep
+        ``calibrator_`` and ``oof_log_predictive_`` of the fit that a ``warm_start`` fit
+        continued (only ``log_likelihood_`` is recomputed).
         """
         _, codes = validate_labels(y, len(y))
         if not reuse_map:
@@ -580,12 +593,15 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         if self.calibration is not None and not reuse_map:
             n_folds = _calibration.DEFAULT_FOLDS if self.calibration == "cv" else self.calibration
             draws, index = _calibration.crossfit_decision_draws(
-                self, K, y, n_folds=int(n_folds), seed=self.random_seed_
-            )
+                self, K, y, n_folds=int(n_folds), seed=self.random_seed_,
+                sample_weight=sample_weight,
+            )  # fmt: skip
             fold_codes = [codes[i] for i in index]
+            pw = None if sample_weight is None else [sample_weight[i] for i in index]
             self.calibrator_ = _calibration.fit_calibrator(
-                draws, fold_codes, gamma0=float(self.gamma0), n_folds=len(draws)
-            )
+                draws, fold_codes, gamma0=float(self.gamma0), n_folds=len(draws),
+                point_weights=pw,
+            )  # fmt: skip
             oof = np.empty(len(codes))
             for F, i, c in zip(draws, index, fold_codes, strict=True):
                 lp = self.calibrator_.log_proba_draws(F)[:, np.arange(len(c)), c]
@@ -881,24 +897,3 @@ def _run_monitor(K, seed):
         return {"w": w, "f": F.reshape(chains, n_draws, -1)}
 
     return monitor
-
-
-def _choice(name, value, options):
-    if value not in options:
-        raise ValueError(f"{name} must be one of {options}; got {value!r}")
-
-
-def _positive(name, value, allow_zero=False):
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
-    if not ok or value < 0 or (value == 0 and not allow_zero):
-        need = "non-negative" if allow_zero else "positive"
-        raise ValueError(f"{name} must be a finite {need} number; got {value!r}")
-
-
-def _is_int(value, minimum):
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= minimum
-
-
-def _integer(name, value, minimum):
-    if not _is_int(value, minimum):
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")

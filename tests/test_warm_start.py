@@ -108,6 +108,10 @@ def test_changed_data_raises(first, data):
         _refit(first, X2, ytr)
     with pytest.raises(ValueError, match="training data"):
         _refit(first, Xtr[:-1], ytr[:-1])
+    sw = np.ones(len(ytr))
+    sw[5] = 2.0
+    with pytest.raises(ValueError, match="training data"):
+        copy.deepcopy(first).set_params(warm_start=True).fit(Xtr, ytr, sample_weight=sw)
 
 
 def test_loaded_model_cannot_be_resumed(first, data, tmp_path):

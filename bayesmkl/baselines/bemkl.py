@@ -35,7 +35,6 @@ which is tested).
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +43,7 @@ from scipy.special import digamma, expit, gammaln, log_ndtr
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from bayesmkl._validation import check_int, check_positive
 from bayesmkl.baselines._base import MKLClassifierBase
 from bayesmkl.baselines._budget import Budget, check_max_time
 
@@ -441,12 +441,9 @@ class BEMKL(MKLClassifierBase):
             "beta_omega": b_om,
             "sigma_g": self.sigma_g,
         }
-        for name, val in values.items():
-            if not isinstance(val, numbers.Real) or not np.isfinite(val) or val <= 0:
-                raise ValueError(f"{name} must be a positive finite number; got {val!r}")
-        if not isinstance(self.margin, numbers.Real) or self.margin < 0:
-            raise ValueError(f"margin must be a non-negative number; got {self.margin!r}")
-        return _Prior(margin=float(self.margin), **{k: float(v) for k, v in values.items()})
+        values = {name: check_positive(name, val) for name, val in values.items()}
+        margin = check_positive("margin", self.margin, allow_zero=True)
+        return _Prior(margin=margin, **values)
 
     def fit(self, X, y, sample_weight=None):
         """Fit the variational posterior.
@@ -478,8 +475,7 @@ class BEMKL(MKLClassifierBase):
                 "updates have no exact weighted-likelihood form (see BEMKL.fit). Use BM3KLMAP "
                 "or an SVM-based baseline (AverageMKL, SimpleMKL, LpMKL, ...) for weighted data"
             )
-        if not isinstance(self.n_iter, numbers.Integral) or self.n_iter < 1:
-            raise ValueError(f"n_iter must be a positive integer; got {self.n_iter!r}")
+        check_int("n_iter", self.n_iter)
         check_max_time(self.max_time)
         self.vb_prior_ = self._prior()
         return super().fit(X, y)

@@ -29,7 +29,6 @@ training points.
 from __future__ import annotations
 
 import itertools
-import numbers
 import time
 
 import numpy as np
@@ -39,7 +38,7 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from bayesmkl.baselines._base import validate_labels
+from bayesmkl._validation import Interval, check_choice, check_int, check_param, validate_labels
 from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._svm import combine
 from bayesmkl.kernels.input import KernelInput
@@ -407,16 +406,9 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
                 "MKMMC does not support sample_weight: its maximum-margin-criterion graph and "
                 "1-NN rule have no per-sample loss to weight (see MKMMC.fit)"
             )
-        if self.theta_solver not in ("auto", "enumerate", "multistart"):
-            raise ValueError(
-                "theta_solver must be 'auto', 'enumerate' or 'multistart'; "
-                f"got {self.theta_solver!r}"
-            )
-        if not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1:
-            raise ValueError(f"max_iter must be a positive integer; got {self.max_iter!r}")
-        nv = self.n_vertex_starts
-        if nv is not None and (not isinstance(nv, numbers.Integral) or nv < 0):
-            raise ValueError(f"n_vertex_starts must be None or an integer >= 0; got {nv!r}")
+        check_choice("theta_solver", self.theta_solver, ("auto", "enumerate", "multistart"))
+        check_int("max_iter", self.max_iter)
+        nv = check_param("n_vertex_starts", self.n_vertex_starts, [None, Interval("int", 0, None)])
         budget = Budget("MKMMC", self.max_iter, self.max_time, unit="alternations")
         self.kernel_input_, K = KernelInput.fit(self.kernels, X, kernel_names=self.kernel_names)
         K = np.asarray(K, dtype=np.float64)
@@ -426,8 +418,9 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
             self.n_features_in_ = int(np.asarray(X).shape[1])
         self.kernel_names_ = list(self.kernel_input_.names)
         m = len(self.classes_) - 1 if self.n_components is None else self.n_components
-        if not isinstance(m, numbers.Integral) or not 1 <= m <= N:
-            raise ValueError(f"n_components must be an integer in [1, N={N}]; got {m!r}")
+        check_param(
+            "n_components", m, [Interval("int", 1, N, description=f"an integer in [1, N={N}]")]
+        )
         rng = check_random_state(self.random_state)
         M = mmc_laplacian(codes)
 
