@@ -38,9 +38,11 @@ from bayesmkl._validation import is_int as _is_int
 from bayesmkl._validation import validate_labels
 from bayesmkl._weights import check_class_weight, effective_sample_weight
 from bayesmkl._x64 import with_x64
+from bayesmkl.inference import resume as _resume
+from bayesmkl.inference.chains import resolve_chain_method
 from bayesmkl.inference.kernel import BM3KL
 from bayesmkl.inference.moves import MOVES
-from bayesmkl.inference.runlength import judge, sample_until_converged
+from bayesmkl.inference.runlength import Resume, judge, sample_until_converged
 from bayesmkl.kernels.input import NAMED_POOLS, KernelInput
 from bayesmkl.kernels.pool import KernelPool
 from bayesmkl.model import signed_targets
@@ -204,8 +206,13 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
     num_chains : int, default=4
         Independent chains (paper: 1). R-hat needs at least 2.
     chain_method : {"sequential", "parallel", "vectorized"}, default="vectorized"
-        How NumPyro runs several chains (``"vectorized"``: one program for all chains, the
-        fastest on few cores).
+        How the chains run. ``"vectorized"``: one program for all chains (the fastest on few
+        cores). ``"sequential"``: one after the other. ``"parallel"``: chain i on JAX device
+        i mod D (:class:`~bayesmkl.inference.chains.DeviceChains`), with bitwise the draws of
+        ``"sequential"``; host CPU devices need ``XLA_FLAGS=
+        --xla_force_host_platform_device_count=D`` set before JAX is imported, and with one
+        device it runs sequentially and warns. ``"vectorized"`` draws differ from the other
+        two (batched arithmetic rounds differently; the chains are the same in distribution).
     rhat_target : float, default=1.01
         Largest rank-normalised split R-hat accepted by ``num_samples="auto"``.
     ess_target : float, default=400
@@ -244,6 +251,16 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); they label
         the DataTree's ``kernel`` coordinate and the plots. An error with a pool, which names
         its kernels itself.
+    warm_start : bool, default=False
+        Continue the previous fit's chains from their stored final state (no new warm-up;
+        adapted step size and mass matrix frozen; each chain's own PRNG key, so 500 + 500
+        sweeps equal one run of 1000 with the same seed) and append ``num_samples`` new sweeps
+        per chain (``"auto"``: chunks until the targets hold on all draws, ``max_samples`` and
+        ``max_time`` budget this call). All fitted attributes, ``run_report_`` included, cover
+        the combined draws; the calibration map of the first fit is re-used while
+        ``calibration`` is unchanged. Needs the same data and the same posterior and chain
+        parameters (else ``ValueError``); without a previous fit it fits from scratch. A model
+        read by :meth:`load` keeps no sampler state and cannot be continued. See the user guide.
 
     Attributes
     ----------
@@ -327,6 +344,7 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         progress_bar=True,
         class_weight=None,
         kernel_names=None,
+        warm_start=False,
     ):
         self.kernels = kernels
         self.eta = eta
@@ -354,6 +372,7 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         self.progress_bar = progress_bar
         self.class_weight = class_weight
         self.kernel_names = kernel_names
+        self.warm_start = warm_start
 
     # ------------------------------------------------------------------------------------
     # validation
@@ -397,6 +416,8 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         if self.max_time is not None:
             _positive("max_time", self.max_time)
         _integer("num_chains", self.num_chains, 1)
+        if not isinstance(self.warm_start, bool | np.bool_):
+            raise ValueError(f"warm_start must be True or False; got {self.warm_start!r}")
         check_class_weight(self.class_weight)
 
     def _validate_fit_input(self, X, y):
@@ -457,40 +478,59 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         sw = effective_sample_weight(y, sample_weight, self.class_weight)
         delta = signed_targets(codes, len(classes), self.binary_mode)
         data = (K, delta) if sw is None else (K, delta, sw)
-        key, seed = make_rng_key(self.random_state)
+        fingerprint = _resume.data_fingerprint(K, delta, np.asarray(y), sw)
+        prev = _resume.previous(self, fingerprint) if self.warm_start else None
+        if prev is None:
+            key, seed = make_rng_key(self.random_state)
+        else:  # continue the stored chains: their own keys, no new warm-up
+            seed = prev.seed
 
         kernel = BM3KL(
             self.eta, self.alpha_a, self.beta_a, self.kappa, self.bias_prior_var, self.gamma0,
             move=self.sampler, step_size=self.step_size, n_leapfrog=int(self.n_leapfrog),
         )  # fmt: skip
         auto = self.num_samples == "auto"
+        chain_method = resolve_chain_method(self.chain_method, int(self.num_chains))
         mcmc = MCMC(
             kernel,
             num_warmup=int(self.num_warmup),
             num_samples=AUTO_CHUNK if auto else int(self.num_samples),
             num_chains=int(self.num_chains),
-            chain_method=self.chain_method,
+            chain_method=chain_method,
             jit_model_args=True,
-            progress_bar=bool(self.progress_bar),
+            progress_bar=bool(self.progress_bar) and isinstance(chain_method, str),
         )
+        earlier = None
+        if prev is not None:
+            mcmc.post_warmup_state = prev.mcmc_state()
+            key = mcmc.post_warmup_state.rng_key
+            earlier = self._earlier_run()
         monitor = _run_monitor(K, seed)
         if auto:
             draws, extra, report = sample_until_converged(
                 mcmc, key, data, monitor, extra_fields=EXTRA_FIELDS,
                 rhat_target=float(self.rhat_target), ess_target=float(self.ess_target),
-                max_samples=int(self.max_samples), max_time=self.max_time,
+                max_samples=int(self.max_samples), max_time=self.max_time, resume=earlier,
             )  # fmt: skip
         else:
             t0 = time.perf_counter()
             mcmc.run(key, *data, extra_fields=EXTRA_FIELDS)
             draws = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
-            extra = mcmc.get_extra_fields(group_by_chain=True)
+            extra = {
+                k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()
+            }
+            n, thin, seconds = int(self.num_samples), 1, time.perf_counter() - t0
+            if earlier is not None:  # the new draws at the earlier thinning, after the old
+                thin = earlier.thinning
+                draws = _resume.append(earlier.samples, draws, thin)
+                extra = _resume.append(earlier.extra, extra, thin)
+                n, seconds = n + earlier.num_samples, seconds + earlier.seconds
             report = judge(
                 monitor(draws), float(self.rhat_target), float(self.ess_target),
-                stopped_by="num_samples", num_samples=int(self.num_samples), thinning=1,
-                seconds=time.perf_counter() - t0,
+                stopped_by="num_samples", num_samples=n, thinning=thin, seconds=seconds,
             )  # fmt: skip
         self.run_report_ = report
+        self._resume = _resume.new_point(self, mcmc.last_state, fingerprint, seed)
 
         self.kernel_input_ = kin
         self.kernel_names_ = list(kin.names)
@@ -518,10 +558,23 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
                 ConvergenceWarning,
                 stacklevel=3,
             )
-        self._fit_calibration(K, y, sw)
+        reuse = prev is not None and prev.calibration == self.calibration
+        self._fit_calibration(K, y, sw, reuse_map=reuse)
         return self
 
-    def _fit_calibration(self, K, y, sample_weight=None):
+    def _earlier_run(self) -> Resume:
+        """The stored draws and run report as a :class:`~bayesmkl.inference.runlength.Resume`."""
+        stats = self.sample_stats_
+        extra = {
+            "accept_prob": stats["acceptance_rate"],
+            "diverging": stats["diverging"],
+            "potential_energy": stats["potential_energy"],
+            "step_size": stats["step_size"],
+        }
+        r = self.run_report_
+        return Resume(dict(self.posterior_), extra, r.thinning, r.num_samples, r.seconds)
+
+    def _fit_calibration(self, K, y, sample_weight=None, reuse_map=False):
         """Calibration map and training log-likelihood (called once, at the end of :meth:`fit`).
 
         Sets ``calibrator_`` (``None`` for ``calibration=None``), ``oof_log_predictive_`` (the
@@ -529,12 +582,15 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         and ``log_likelihood_`` ``(chains, draws, N)``: per draw, the log probability of each
         training label under the fitted rule. ``K`` are the training kernels ``(P, N, N)``;
         ``sample_weight`` the effective weights of :meth:`fit` (or ``None``): the fold refits
-        use them and the map minimises the weighted held-out log-loss.
+        use them and the map minimises the weighted held-out log-loss. ``reuse_map``: keep
+        ``calibrator_`` and ``oof_log_predictive_`` of the fit that a ``warm_start`` fit
+        continued (only ``log_likelihood_`` is recomputed).
         """
         _, codes = validate_labels(y, len(y))
-        self.calibrator_ = None
-        self.oof_log_predictive_ = None
-        if self.calibration is not None:
+        if not reuse_map:
+            self.calibrator_ = None
+            self.oof_log_predictive_ = None
+        if self.calibration is not None and not reuse_map:
             n_folds = _calibration.DEFAULT_FOLDS if self.calibration == "cv" else self.calibration
             draws, index = _calibration.crossfit_decision_draws(
                 self, K, y, n_folds=int(n_folds), seed=self.random_seed_,
