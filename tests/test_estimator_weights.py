@@ -1,10 +1,11 @@
 """BM3KLClassifier's ``sample_weight`` (fit argument) and ``class_weight`` (parameter).
 
 The weighted model itself (each conditional against the weighted joint, zero-weight points
-carrying no information through every move) is tested in tests/inference/test_sample_weights.py; here
-the estimator's plumbing: class weights and sample weights combine as in scikit-learn, reach the
-sampler and move predictions toward an up-weighted class, and bad weights are refused before any
-sampling. That the calibration's fold fits get the weights is tested in tests/test_calibration.py.
+carrying no information through every move) is tested in
+tests/inference/test_sample_weights.py; here the estimator's plumbing: class weights and sample
+weights combine as in scikit-learn, reach the sampler and move predictions toward an up-weighted
+class, and bad weights are refused before any sampling. That the calibration's fold fits get the
+weights is tested in tests/test_calibration.py.
 """
 
 import warnings
