@@ -152,13 +152,13 @@ def cmd_fit(args) -> int:
 
 
 def cmd_predict(args) -> int:
-    from bayesmkl import io
+    from bayesmkl.estimator import BM3KLClassifier
 
     model = Path(args.model)
     if not model.is_file():
         raise CLIError(f"no such model file: {model}")
     try:
-        clf = io.load(model)
+        clf = BM3KLClassifier.load(model)
     except (ValueError, OSError, KeyError) as exc:
         raise CLIError(f"cannot load model {model}: {exc}") from None
     X, y, _ = read_csv(args.data, has_label=args.has_label)

@@ -76,6 +76,36 @@ def classifier_labels(classes, n_classifiers: int) -> list:
     return classes[:n_classifiers]
 
 
+#: ``sample_stats_`` name of each NumPyro extra field the sampler collects.
+_FROM_EXTRA = {
+    "accept_prob": "acceptance_rate",
+    "diverging": "diverging",
+    "potential_energy": "potential_energy",
+    "step_size": "step_size",
+}
+
+
+def sample_stats_from_extra(extra: dict) -> dict:
+    """The estimator's ``sample_stats_`` from NumPyro's extra fields (``(chain, draw)`` each)."""
+    return {ours: np.asarray(extra[theirs]) for theirs, ours in _FROM_EXTRA.items()}
+
+
+def extra_from_sample_stats(stats: dict) -> dict:
+    """Inverse of :func:`sample_stats_from_extra` (to continue a run in NumPyro's names)."""
+    return {theirs: stats[ours] for theirs, ours in _FROM_EXTRA.items()}
+
+
+def sample_stats_from_arviz(stats) -> dict:
+    """Inverse of :func:`sample_stats_to_arviz` for a read ``sample_stats`` group (mapping of
+    name → array-like): the estimator's ``sample_stats_``."""
+    return {
+        "acceptance_rate": np.asarray(stats["acceptance_rate"]),
+        "diverging": np.asarray(stats["diverging"]).astype(bool),
+        "potential_energy": -np.asarray(stats["lp"]),
+        "step_size": np.asarray(stats["step_size"]),
+    }
+
+
 def sample_stats_to_arviz(stats: dict) -> dict:
     """Rename NumPyro-style sampler statistics to ArviZ conventions.
 

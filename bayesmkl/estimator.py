@@ -21,6 +21,7 @@ from numpyro.infer import MCMC
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 
+from bayesmkl import diagnostics, io
 from bayesmkl._checks import check_draws
 from bayesmkl._fitting import (
     AUTO_CHUNK,
@@ -372,23 +373,13 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
                 monitor(draws), float(self.rhat_target), float(self.ess_target),
                 stopped_by="num_samples", num_samples=n, thinning=thin, seconds=seconds,
             )  # fmt: skip
-        self.run_report_ = report
         self._resume = _resume.new_point(self, mcmc.last_state, fingerprint, seed)
-
-        self.kernel_input_ = kin
-        self.kernel_names_ = list(kin.names)
-        self.classes_ = classes
-        self.posterior_ = {k: np.asarray(v) for k, v in draws.items()}
-        self.sample_stats_ = {
-            "acceptance_rate": np.asarray(extra["accept_prob"]),
-            "diverging": np.asarray(extra["diverging"]),
-            "potential_energy": np.asarray(extra["potential_energy"]),
-            "step_size": np.asarray(extra["step_size"]),
-        }
-        self.kernel_weights_ = self.posterior_["w"].mean(axis=(0, 1))
-        self.n_iter_ = int(self.num_warmup) + int(report.num_samples)
-        self.random_seed_ = seed
-        self.y_train_ = np.asarray(y)
+        self._set_fitted(
+            kernel_input=kin, classes=classes, y_train=y, posterior=draws,
+            sample_stats=diagnostics.sample_stats_from_extra(extra),
+            n_iter=int(self.num_warmup) + int(report.num_samples), random_seed=seed,
+            run_report_=report,
+        )  # fmt: skip
         check_draws(self.posterior_, self.sample_stats_, num_warmup=int(self.num_warmup))
         if auto and not report.converged:
             warnings.warn(
@@ -405,30 +396,51 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         self._fit_calibration(K, y, sw, reuse_map=reuse)
         return self
 
+    def _set_fitted(
+        self, *, kernel_input, classes, y_train, posterior, sample_stats, n_iter, random_seed,
+        **attrs,
+    ):  # fmt: skip
+        """Set the fitted attributes; the one place both :meth:`fit` and :meth:`load` use.
+
+        ``attrs`` are further fitted attributes set as given (names must end in ``_``: e.g.
+        ``run_report_``, ``calibrator_``, ``n_features_in_``). ``kernel_names_`` and
+        ``kernel_weights_`` (the posterior mean of w) are derived here.
+        """
+        self.kernel_input_ = kernel_input
+        self.kernel_names_ = list(kernel_input.names)
+        self.classes_ = np.asarray(classes)
+        self.y_train_ = np.asarray(y_train)
+        self.posterior_ = {k: np.asarray(v) for k, v in posterior.items()}
+        self.sample_stats_ = {k: np.asarray(v) for k, v in sample_stats.items()}
+        self.kernel_weights_ = self.posterior_["w"].mean(axis=(0, 1))
+        self.n_iter_ = int(n_iter)
+        self.random_seed_ = int(random_seed)
+        for name, value in attrs.items():
+            if not name.endswith("_"):
+                raise ValueError(f"_set_fitted: {name!r} is not a fitted attribute name")
+            setattr(self, name, value)
+        return self
+
     def _earlier_run(self) -> Resume:
         """The stored draws and run report as a :class:`~bayesmkl.inference.runlength.Resume`."""
-        stats = self.sample_stats_
-        extra = {
-            "accept_prob": stats["acceptance_rate"],
-            "diverging": stats["diverging"],
-            "potential_energy": stats["potential_energy"],
-            "step_size": stats["step_size"],
-        }
+        extra = diagnostics.extra_from_sample_stats(self.sample_stats_)
         r = self.run_report_
         return Resume(dict(self.posterior_), extra, r.thinning, r.num_samples, r.seconds)
 
     def save(self, path) -> None:
         """Save the fitted classifier as one netCDF file (see :func:`bayesmkl.io.save`)."""
-        from bayesmkl import io
-
         io.save(self, path)
 
     @classmethod
     def load(cls, path) -> BM3KLClassifier:
-        """Load a classifier written by :meth:`save` (see :func:`bayesmkl.io.load`)."""
-        from bayesmkl import io
+        """Load a classifier written by :meth:`save`.
 
-        return io.load(path)
+        Its predictions equal those of the saved classifier. The file's checksums, groups and
+        draws are verified by :func:`bayesmkl.io.read`, which raises ``FileNotFoundError`` or
+        a ``ValueError`` naming the file when it is missing, damaged or not a saved model.
+        """
+        params, fitted = io.read(path)
+        return cls(**params)._set_fitted(**fitted)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -12,15 +12,17 @@ Layout (written with the ``h5netcdf`` engine; readable by ``arviz``/``xarray.ope
   ``bayesmkl_state`` (classes, kernel names, pool recipe and options, seed; JSON) and
   ``bayesmkl_format``.
 
-Draws and pool arrays are float64 and round-trip bitwise, so predictions after :func:`load`
-equal those before :func:`save`. No pickle is used: a file cannot run code when loaded.
+Draws and pool arrays are float64 and round-trip bitwise, so predictions after loading
+(:meth:`BM3KLClassifier.load`, which calls :func:`read` and sets the fitted state) equal those
+before :func:`save`. This module reads and writes parameters and state; it never imports the
+estimator. No pickle is used: a file cannot run code when loaded.
 
 Integrity (format 2): after writing, the SHA-256 of the stored bytes of every HDF5 dataset
 (every array and coordinate of every group) and of the two JSON attributes is recorded in the
-root attribute ``bayesmkl_sha256``; :func:`load` recomputes them before decoding anything and
+root attribute ``bayesmkl_sha256``; :func:`read` recomputes them before decoding anything and
 raises a ``ValueError`` naming the file and the arrays when one differs, so a flipped byte in
 the draws or the pool can never change predictions silently. :func:`save` refuses draws that
-are not finite, and :func:`load` refuses them too (files written before the checks existed).
+are not finite, and :func:`read` refuses them too (files written before the checks existed).
 The file is written to a temporary name and renamed, so a failed save leaves no partial file.
 """
 
@@ -35,10 +37,11 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from bayesmkl import diagnostics
 from bayesmkl.kernels.input import KernelInput
 from bayesmkl.kernels.pool import KernelPool, KernelSpec
 
-__all__ = ["FORMAT_VERSION", "load", "pool_from_state", "pool_to_state", "save"]
+__all__ = ["FORMAT_VERSION", "pool_from_state", "pool_to_state", "read", "save"]
 
 FORMAT_VERSION = 2
 CHECKSUM_ATTR = "bayesmkl_sha256"
@@ -250,8 +253,12 @@ def save(clf, path) -> Path:
     return path
 
 
-def load(path):
-    """Read a classifier written by :func:`save`.
+def read(path) -> tuple[dict, dict]:
+    """Read a classifier written by :func:`save` as ``(params, fitted)``.
+
+    ``BM3KLClassifier(**params)._set_fitted(**fitted)`` rebuilds it (that is
+    :meth:`BM3KLClassifier.load <bayesmkl.BM3KLClassifier.load>`); this module does not import
+    the estimator.
 
     Parameters
     ----------
@@ -259,8 +266,10 @@ def load(path):
 
     Returns
     -------
-    BM3KLClassifier
-        Fitted; its predictions equal those of the saved classifier.
+    params : dict
+        The constructor parameters.
+    fitted : dict
+        Keyword arguments of ``_set_fitted``: the fitted state.
 
     Raises
     ------
@@ -282,50 +291,42 @@ def load(path):
     if "bayesmkl_state" not in tree.attrs:
         raise ValueError(f"{path} is a netCDF file but not a saved bayesmkl classifier")
     try:
-        clf = _from_tree(tree)
+        params, fitted = _from_tree(tree)
     except Exception as exc:  # missing groups, malformed JSON, wrong shapes
         raise ValueError(f"{path} is a damaged bayesmkl model file: {_one_line(exc)}") from exc
-    _refuse_nonfinite(clf.posterior_, f"{path} cannot be used")
-    return clf
+    _refuse_nonfinite(fitted["posterior"], f"{path} cannot be used")
+    return params, fitted
 
 
-def _from_tree(tree):
-    from bayesmkl.estimator import BM3KLClassifier
-
+def _from_tree(tree) -> tuple[dict, dict]:
     params = _params_from_json(json.loads(tree.attrs["bayesmkl_params"]))
     state = json.loads(tree.attrs["bayesmkl_state"])
-
-    clf = BM3KLClassifier(**params)
     post = tree["posterior"].to_dataset()
-    clf.posterior_ = {k: np.asarray(post[k].values) for k in post.data_vars}
     stats = tree["sample_stats"].to_dataset()
-    clf.sample_stats_ = {
-        "acceptance_rate": np.asarray(stats["acceptance_rate"].values),
-        "diverging": np.asarray(stats["diverging"].values).astype(bool),
-        "potential_energy": -np.asarray(stats["lp"].values),
-        "step_size": np.asarray(stats["step_size"].values),
-    }
     pool = None
     if state["pool"] is not None:
         ds = tree["kernel_pool"].to_dataset()
         arrays = {a: np.asarray(ds[name].values) for a, (name, _) in _POOL_ARRAYS.items()
                   if name in ds}  # fmt: skip
         pool = pool_from_state(state["pool"], arrays)
-    clf.kernel_input_ = KernelInput(
-        pool=pool, names=list(state["kernel_names"]), n_train=int(state["n_train"])
+    kin = KernelInput(pool=pool, names=list(state["kernel_names"]), n_train=int(state["n_train"]))
+    fitted = dict(
+        kernel_input=kin,
+        classes=_labels_from_json(state["classes"]),
+        y_train=_labels_from_json(state["y_train"]),
+        posterior={k: np.asarray(post[k].values) for k in post.data_vars},
+        sample_stats=diagnostics.sample_stats_from_arviz(
+            {k: stats[k].values for k in stats.data_vars}
+        ),
+        n_iter=int(state["n_iter"]),
+        random_seed=int(state["random_seed"]),
+        **_calibrator_from_json(state.get("calibrator"), tree),
     )
-    clf.kernel_names_ = list(state["kernel_names"])
-    clf.classes_ = _labels_from_json(state["classes"])
-    clf.y_train_ = _labels_from_json(state["y_train"])
     if state["n_features_in"] is not None:
-        clf.n_features_in_ = int(state["n_features_in"])
+        fitted["n_features_in_"] = int(state["n_features_in"])
     if state["feature_names_in"] is not None:
-        clf.feature_names_in_ = np.asarray(state["feature_names_in"], dtype=object)
-    clf.kernel_weights_ = clf.posterior_["w"].mean(axis=(0, 1))
-    clf.n_iter_ = int(state["n_iter"])
-    clf.random_seed_ = int(state["random_seed"])
-    _calibrator_from_json(clf, state.get("calibrator"), tree)
-    return clf
+        fitted["feature_names_in_"] = np.asarray(state["feature_names_in"], dtype=object)
+    return params, fitted
 
 
 # ----------------------------------------------------------------------------------------
@@ -432,16 +433,20 @@ def _calibrator_to_json(clf):
             "oof_log_predictive": None if oof is None else np.asarray(oof).tolist()}  # fmt: skip
 
 
-def _calibrator_from_json(clf, d, tree):
-    """Inverse of :func:`_calibrator_to_json`; the log-likelihood comes from its tree group."""
+def _calibrator_from_json(d, tree) -> dict:
+    """Inverse of :func:`_calibrator_to_json` as fitted attributes; the log-likelihood comes
+    from its tree group."""
     from bayesmkl.calibration import Calibrator
 
     d = d or {}
-    clf.calibrator_ = None if d.get("map") is None else Calibrator.from_dict(d["map"])
     oof = d.get("oof_log_predictive")
-    clf.oof_log_predictive_ = None if oof is None else np.asarray(oof, dtype=float)
+    out = {
+        "calibrator_": None if d.get("map") is None else Calibrator.from_dict(d["map"]),
+        "oof_log_predictive_": None if oof is None else np.asarray(oof, dtype=float),
+    }
     if "log_likelihood" in tree.children:
-        clf.log_likelihood_ = np.asarray(tree["log_likelihood"]["y"].values)
+        out["log_likelihood_"] = np.asarray(tree["log_likelihood"]["y"].values)
+    return out
 
 
 def _version() -> str:

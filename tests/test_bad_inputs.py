@@ -43,8 +43,9 @@ from bayesmkl.baselines import (
 )
 from bayesmkl.cli import main
 from bayesmkl.datasets import make_duplicated_rows
-from bayesmkl.io import load
 from bayesmkl.kernels.pool import PSD_RTOL, KernelMemoryError, validate_precomputed
+
+load = BM3KLClassifier.load
 
 
 @pytest.fixture(scope="module")

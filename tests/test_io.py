@@ -11,7 +11,9 @@ import xarray as xr
 from test_estimator import SMALL, small_data
 
 from bayesmkl import BM3KLClassifier, KernelPool
-from bayesmkl.io import load, pool_from_state, pool_to_state, save
+from bayesmkl.io import pool_from_state, pool_to_state, save
+
+load = BM3KLClassifier.load  # io.read + _set_fitted (bayesmkl.io does not import the estimator)
 
 
 @pytest.fixture(scope="module")

@@ -108,7 +108,7 @@ def previous(est, fingerprint: str):
 
     ``None`` when ``est`` was never fitted (a warm start then fits from scratch, as in
     scikit-learn). Raises ``ValueError`` when it was fitted but cannot be continued: no stored
-    state (a classifier read by :func:`bayesmkl.io.load`), other data, or changed parameters.
+    state (a classifier read by ``BM3KLClassifier.load``), other data, or changed parameters.
     """
     if not hasattr(est, "posterior_"):
         return None
