@@ -4,7 +4,8 @@
 (decision values, probabilities, labels), and the ArviZ views (DataTree, predictive DataTree,
 k-fold LOO). It reads the fitted attributes ``posterior_``, ``kernel_input_``, ``classes_``,
 ``calibrator_``, ``log_likelihood_``, ``y_train_`` and the parameters ``calibration``,
-``gamma0``, ``decision``; it never samples.
+``decision``, and ``gamma0_`` (the γ0 of the fit: changing the ``gamma0`` parameter after
+fitting does not change predictions); it never samples.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class PosteriorMixin:
             fold_codes = [codes[i] for i in index]
             pw = None if sample_weight is None else [sample_weight[i] for i in index]
             self.calibrator_ = _calibration.fit_calibrator(
-                draws, fold_codes, gamma0=float(self.gamma0), n_folds=len(draws),
+                draws, fold_codes, gamma0=self.gamma0_, n_folds=len(draws),
                 point_weights=pw,
             )  # fmt: skip
             oof = np.empty(len(codes))
@@ -127,13 +128,13 @@ class PosteriorMixin:
     def _log_proba_draws(self, F) -> np.ndarray:
         """Per-draw log probabilities ``(S, M, K)`` of decision draws ``F: (S, M, C)``."""
         if self.calibration is None:
-            return np.asarray(draw_log_probabilities(F, float(self.gamma0)))
+            return np.asarray(draw_log_probabilities(F, self.gamma0_))
         return self._calibrator().log_proba_draws(F)
 
     def _proba_draws_of(self, F) -> np.ndarray:
         """Per-draw probabilities ``(S, M, K)`` of decision draws ``F: (S, M, C)`` (checked)."""
         if self.calibration is None:
-            P = draw_probabilities(F, float(self.gamma0))
+            P = draw_probabilities(F, self.gamma0_)
         else:
             P = np.exp(self._calibrator().log_proba_draws(F))
         return check_predictions(P, "probabilities")

@@ -170,6 +170,9 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         Class labels.
     kernel_weights_ : ndarray (P,)
         Posterior mean of w.
+    gamma0_ : float
+        γ0 of the fit; the raw prediction rule uses it, so ``set_params(gamma0=...)`` after
+        fitting changes nothing until the next ``fit``.
     kernel_names_ : list of str, length P
     n_features_in_ : int
         Number of features (not set with ``kernels="precomputed"``).
@@ -403,9 +406,11 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         """Set the fitted attributes; the one place both :meth:`fit` and :meth:`load` use.
 
         ``attrs`` are further fitted attributes set as given (names must end in ``_``: e.g.
-        ``run_report_``, ``calibrator_``, ``n_features_in_``). ``kernel_names_`` and
-        ``kernel_weights_`` (the posterior mean of w) are derived here.
+        ``run_report_``, ``calibrator_``, ``n_features_in_``). ``kernel_names_``,
+        ``kernel_weights_`` (the posterior mean of w) and ``gamma0_`` (the γ0 the draws were
+        made with, which the raw prediction rule uses) are derived here.
         """
+        self.gamma0_ = float(self.gamma0)
         self.kernel_input_ = kernel_input
         self.kernel_names_ = list(kernel_input.names)
         self.classes_ = np.asarray(classes)

@@ -98,6 +98,10 @@ def test_binary_proba_is_mean_sigmoid_psi(fitted, data):
     p1 = np.mean(1.0 / (1.0 + np.exp(-_psi(f, 100.0))), axis=0)
     raw = copy.deepcopy(fitted).set_params(calibration=None)
     np.testing.assert_allclose(raw.predict_proba(Xte)[:, 1], p1, rtol=0, atol=1e-12)
+    # the rule uses the fit's γ0 (gamma0_), not a parameter changed after fitting
+    raw.set_params(gamma0=1.0)
+    assert raw.gamma0_ == 100.0
+    np.testing.assert_allclose(raw.predict_proba(Xte)[:, 1], p1, rtol=0, atol=1e-12)
     T, beta = fitted.calibrator_.temperature, fitted.calibrator_.intercept
     p1_cal = np.mean(1.0 / (1.0 + np.exp(-(T * f + beta))), axis=0)
     np.testing.assert_allclose(fitted.predict_proba(Xte)[:, 1], p1_cal, rtol=0, atol=1e-12)
