@@ -38,7 +38,7 @@ from bayesmkl._x64 import with_x64
 from bayesmkl.inference import resume as _resume
 from bayesmkl.inference.chains import resolve_chain_method
 from bayesmkl.inference.kernel import BM3KL
-from bayesmkl.inference.runlength import Resume, judge, sample_until_converged
+from bayesmkl.inference.runlength import judge, sample_until_converged
 from bayesmkl.model import signed_targets
 
 __all__ = ["BM3KLClassifier", "EXTRA_FIELDS", "enable_compilation_cache", "make_rng_key"]
@@ -351,7 +351,7 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         if prev is not None:
             mcmc.post_warmup_state = prev.mcmc_state()
             key = mcmc.post_warmup_state.rng_key
-            earlier = self._earlier_run()
+            earlier = _resume.earlier_run(self)
         monitor = run_monitor(K, seed)
         if auto:
             draws, extra, report = sample_until_converged(
@@ -425,12 +425,6 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
                 raise ValueError(f"_set_fitted: {name!r} is not a fitted attribute name")
             setattr(self, name, value)
         return self
-
-    def _earlier_run(self) -> Resume:
-        """The stored draws and run report as a :class:`~bayesmkl.inference.runlength.Resume`."""
-        extra = diagnostics.extra_from_sample_stats(self.sample_stats_)
-        r = self.run_report_
-        return Resume(dict(self.posterior_), extra, r.thinning, r.num_samples, r.seconds)
 
     def save(self, path) -> None:
         """Save the fitted classifier as one netCDF file (see :func:`bayesmkl.io.save`)."""

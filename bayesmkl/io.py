@@ -28,24 +28,32 @@ The file is written to a temporary name and renamed, so a failed save leaves no 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import warnings
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
 
 from bayesmkl import diagnostics
+from bayesmkl._integrity import (
+    one_line as _one_line,
+)
+from bayesmkl._integrity import (
+    refuse_nonfinite as _refuse_nonfinite,
+)
+from bayesmkl._integrity import (
+    verify_checksums as _verify_checksums,
+)
+from bayesmkl._integrity import (
+    write_checksums as _write_checksums,
+)
 from bayesmkl.kernels.input import KernelInput
 from bayesmkl.kernels.pool import KernelPool, KernelSpec
 
 __all__ = ["FORMAT_VERSION", "pool_from_state", "pool_to_state", "read", "save"]
 
 FORMAT_VERSION = 2
-CHECKSUM_ATTR = "bayesmkl_sha256"
-_JSON_ATTRS = ("bayesmkl_params", "bayesmkl_state")
 _POOL_ARRAYS = {
     "X_fit_": ("X_fit", ("train_obs", "feature")),
     "mean_": ("mean", ("feature",)),
@@ -327,102 +335,6 @@ def _from_tree(tree) -> tuple[dict, dict]:
     if state["feature_names_in"] is not None:
         fitted["feature_names_in_"] = np.asarray(state["feature_names_in"], dtype=object)
     return params, fitted
-
-
-# ----------------------------------------------------------------------------------------
-# integrity
-# ----------------------------------------------------------------------------------------
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
-
-
-def _refuse_nonfinite(posterior: dict, what: str) -> None:
-    from bayesmkl._checks import nonfinite_draws
-
-    report = nonfinite_draws(posterior)
-    if not report.ok:
-        raise ValueError(f"{what}: the model has {report.describe()}")
-
-
-def _digest_dataset(ds) -> str:
-    """SHA-256 of an HDF5 dataset's dtype, shape and stored values (no decoding)."""
-    h = hashlib.sha256(f"{ds.dtype.str}{ds.shape}".encode())
-    data = ds[()]
-    if isinstance(data, np.ndarray) and data.dtype != object:
-        h.update(np.ascontiguousarray(data).tobytes())
-    else:  # variable-length strings: length-prefixed bytes
-        for v in np.ravel(np.asarray(data, dtype=object)):
-            b = v if isinstance(v, bytes) else str(v).encode("utf-8", "surrogatepass")
-            h.update(len(b).to_bytes(8, "little") + b)
-    return h.hexdigest()
-
-
-def _digests(f) -> dict:
-    import h5py
-
-    out = {}
-
-    def visit(name, obj):
-        if isinstance(obj, h5py.Dataset):
-            out[name] = _digest_dataset(obj)
-
-    f.visititems(visit)
-    for a in _JSON_ATTRS:
-        if a in f.attrs:
-            v = f.attrs[a]
-            b = v if isinstance(v, bytes) else str(v).encode("utf-8", "surrogatepass")
-            out["@" + a] = hashlib.sha256(b).hexdigest()
-    return out
-
-
-def _write_checksums(path: Path) -> None:
-    import h5py
-
-    with h5py.File(path, "r+") as f:
-        f.attrs[CHECKSUM_ATTR] = json.dumps(_digests(f), sort_keys=True)
-
-
-def _verify_checksums(path: Path) -> None:
-    """Raise ``ValueError`` naming ``path`` when a stored checksum differs (see module doc)."""
-    import h5py
-
-    try:
-        with h5py.File(path, "r") as f:
-            if CHECKSUM_ATTR not in f.attrs:
-                if "bayesmkl_state" in f.attrs:
-                    warnings.warn(
-                        f"{path} has no checksums (written by bayesmkl before format 2); its "
-                        "integrity cannot be verified",
-                        UserWarning,
-                        stacklevel=3,
-                    )
-                return
-            try:
-                stored = json.loads(f.attrs[CHECKSUM_ATTR])
-                if not isinstance(stored, dict):
-                    raise TypeError("not a JSON object")
-            except (TypeError, ValueError) as exc:
-                raise _Corrupt(f"its checksum record is damaged ({_one_line(exc)})") from None
-            actual = _digests(f)
-    except _Corrupt as exc:
-        raise ValueError(f"{path} is corrupt: {exc}") from None
-    except Exception as exc:  # not HDF5, or damaged beyond h5py's reading
-        raise ValueError(f"{path} is not a readable netCDF file: {_one_line(exc)}") from exc
-    bad = sorted(k for k in set(stored) | set(actual) if stored.get(k) != actual.get(k))
-    if bad:
-        names = ", ".join(k.lstrip("@") for k in bad[:6]) + (" ..." if len(bad) > 6 else "")
-        raise ValueError(
-            f"{path} is corrupt: the SHA-256 checksum of {len(bad)} stored item(s) ({names}) "
-            "differs from the one recorded when it was saved; the file changed after it was "
-            "written and is not loaded"
-        )
-
-
-class _Corrupt(Exception):
-    pass
 
 
 def _calibrator_to_json(clf):

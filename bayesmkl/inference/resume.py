@@ -22,7 +22,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["CHAIN_PARAMS", "POSTERIOR_PARAMS", "ResumePoint", "data_fingerprint", "previous"]
+from bayesmkl import diagnostics
+from bayesmkl.inference.runlength import Resume
+
+__all__ = [
+    "CHAIN_PARAMS",
+    "POSTERIOR_PARAMS",
+    "ResumePoint",
+    "data_fingerprint",
+    "earlier_run",
+    "previous",
+]
 
 #: Parameters that define the posterior (with the data).
 POSTERIOR_PARAMS = (
@@ -147,3 +157,11 @@ def append(old: dict, new: dict, thinning: int) -> dict:
     """``old`` draws then ``new`` ones thinned by ``thinning``, along the draw axis (1)."""
     return {k: np.concatenate([np.asarray(old[k]), np.asarray(new[k])[:, ::thinning]], axis=1)
             for k in old}  # fmt: skip
+
+
+def earlier_run(est):
+    """The stored draws and run report of a fitted ``est`` as a
+    :class:`~bayesmkl.inference.runlength.Resume` (sample stats in NumPyro's names)."""
+    extra = diagnostics.extra_from_sample_stats(est.sample_stats_)
+    r = est.run_report_
+    return Resume(dict(est.posterior_), extra, r.thinning, r.num_samples, r.seconds)
