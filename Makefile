@@ -22,6 +22,7 @@ demo: setup
 
 lint: setup-dev
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 # Tests: lint, then pytest over tests/, the package's doctests and the executed notebooks
 # (nbmake). pytest's exit code 5, "no tests collected", fails like any other non-zero code.

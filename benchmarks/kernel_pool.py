@@ -228,7 +228,10 @@ def run_worker(which: str, repeats: int) -> dict:
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
     proc = subprocess.run(
         [sys.executable, __file__, "--worker", which, "--repeats", str(repeats)],
-        capture_output=True, text=True, env=env, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"worker {which} failed:\n{proc.stderr}")

@@ -73,6 +73,7 @@ def test_tpbn_grid_marginal_matches_quadrature(a):
     from scipy.special import logsumexp
 
     grid_val = logsumexp(_log_joint_a_grid(np.array(a), nu, log_q))
+
     def dens(u):  # integrand in u = log t, where it is smooth
         t = np.exp(u)
         return stats.norm.pdf(a, 0, np.sqrt(kappa * t)) * stats.betaprime.pdf(t, alpha, beta) * t
