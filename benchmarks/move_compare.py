@@ -96,11 +96,13 @@ def run(kw, K, delta, warmup, samples, init_params=None, seed=0):
         BM3KL(**kw), num_warmup=warmup, num_samples=samples, num_chains=4,
         chain_method="vectorized", jit_model_args=True, progress_bar=False,
     )  # fmt: skip
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     mcmc.run(jax.random.key(seed), K, delta, init_params=init_params)
     z = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
-    dt = time.perf_counter() - t
-    return summarize(K, z, dt), z
+    dt, dc = time.perf_counter() - t, time.process_time() - c
+    row = summarize(K, z, dt)
+    row["cpu_seconds"] = round(dc, 1)  # this process's CPU time: fairer on a shared machine
+    return row, z
 
 
 def _cell(row, key):
@@ -123,6 +125,7 @@ def main():
         "--only", nargs="*", default=None,
         help="run only these configurations and merge them into the existing JSON",
     )  # fmt: skip
+    ap.add_argument("--save-draws", type=Path, default=None, help="folder for the draws (npz)")
     args = ap.parse_args()
     out = Path(__file__).parent / "results"
     names = list(CONFIGS) if args.only is None else args.only
@@ -132,7 +135,9 @@ def main():
     with x64_scope():
         K, delta = load_data()
         for name in names:
-            rows[name], _ = run(CONFIGS[name], K, delta, args.warmup, args.samples)
+            rows[name], z = run(CONFIGS[name], K, delta, args.warmup, args.samples)
+            if args.save_draws is not None:
+                np.savez(args.save_draws / f"{name.replace(' ', '_')}.npz", **z)
             print(name, rows[name], flush=True)
     meta = {"data": "breast cancer, 70/30 seed 0, bsvm16, paper hyper-parameters",
             "chains": 4, "warmup": args.warmup, "samples": args.samples}  # fmt: skip
