@@ -63,8 +63,9 @@ def main():
     kw = {"move": "collapsed", "n_active": 64}
     with x64_scope():
         K, delta = load_data()
-        if args.init_cache is not None and args.init_cache.exists():
+        if (out / "nu_diagnose.json").exists():  # rows not rerun are kept
             rows = json.loads((out / "nu_diagnose.json").read_text())["rows"]
+        if args.init_cache is not None and args.init_cache.exists():
             own = dict(np.load(args.init_cache))
         else:
             rows["default"], z = run(kw, K, delta, args.warmup, args.samples)
