@@ -206,3 +206,27 @@ def test_geweke_collapsed_block():
     alpha = 1e-3 / len(pvals)
     bad = {k: p for k, p in pvals.items() if p < alpha}
     assert not bad, f"Geweke KS failures (alpha={alpha:.1e}): {bad}"
+
+
+def test_sweep_option_and_validation():
+    """``nu_update="collapsed"`` runs in the BM3KL sweep: finite draws, every ν moves in every
+    sweep and respects ν_max; bad option values are refused."""
+    from numpyro.infer import MCMC
+
+    from bayesmkl.inference import BM3KL
+
+    with pytest.raises(ValueError, match="nu_update"):
+        BM3KL(nu_update="bogus")
+    with pytest.raises(ValueError, match="nu_max"):
+        BM3KL(nu_update="collapsed", nu_max=0.0)
+    pb = make_problem(seed=6, N=6, C=1, P=2)
+    K, delta = jnp.asarray(pb["K"]), jnp.asarray(pb["delta"])
+    mcmc = MCMC(
+        BM3KL(nu_update="collapsed", move="gibbs", nu_max=1e6), num_warmup=0, num_samples=5,
+        jit_model_args=True, progress_bar=False,
+    )  # fmt: skip
+    mcmc.run(jax.random.key(0), K, delta)
+    z = mcmc.get_samples()
+    assert all(np.all(np.isfinite(np.asarray(v))) for v in z.values())
+    nu = np.asarray(z["nu"])
+    assert np.all(nu <= 1e6) and np.all(np.diff(np.log(nu), axis=0) != 0.0)
