@@ -87,19 +87,25 @@ def main():
     meta = {"data": "breast cancer, 70/30 seed 0, bsvm16, paper hyper-parameters",
             "chains": 4, "warmup": args.warmup, "samples": args.samples, "move": kw}  # fmt: skip
     (out / "nu_diagnose.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
-    keys = list(next(iter(rows.values())))
+    write_markdown(rows, args, out)
+
+
+def write_markdown(rows, args, out):
+    keys = list(dict.fromkeys(k for r in rows.values() for k in r))
     lines = [
         "# Is ν the slow block? Default sweep against ν (and λ) frozen (breast, bsvm16)",
         "",
         f"4 chains, {args.warmup} warm-up + {args.samples} sweeps; collapsed move, n_active 64.",
         "Frozen rows: ν, ς (and λ) fixed at chain 0's first post-warm-up draw of the default run",
         "in every chain; the other sites start from each chain's own first post-warm-up draw.",
+        "Rows without cpu_seconds are from an earlier run of this script (same seed and code,",
+        "so the same ESS; wall seconds depend on the machine's load, which varied from 2 to 9).",
         "",
         "| quantity | " + " | ".join(rows) + " |",
         "|---|" + "---|" * len(rows),
     ]
     for k in keys:
-        lines.append(f"| {k} | " + " | ".join(str(r[k]) for r in rows.values()) + " |")
+        lines.append(f"| {k} | " + " | ".join(str(r.get(k, "–")) for r in rows.values()) + " |")
     (out / "nu_diagnose.md").write_text("\n".join(lines) + "\n")
 
 

@@ -53,10 +53,10 @@ Measured (breast cancer, bsvm16, paper hyper-parameters, 4 chains × (200 + 400)
 collapsed w-move; benchmarks/results/move_compare.md): ESS of Σ log ν 14.5 → 155, median ESS
 of log ν_i 18 → 852, min/median ESS of w 10 → 33 / 259 → 241, 5% quantile / median ESS of the
 held-in f 8.6 → 44 / 33 → 232, at 2.1× the CPU time per sweep. The worst f_i stays slow (ESS
-≈ 8): a point that is either a support vector (ν_i large, λ_i small, f_i on the margin) or
-pruned and misclassified (ν_i small, λ_i large) switches only through a joint move of (λ_i,
-ν_i), which single-site updates of either make rarely. Not the default for that reason and
-for its cost.
+≈ 8): there the chains sit in two states — a support vector (ν_i ≈ e³, λ_i ≈ 0.02, f_i near
+the margin) or pruned and misclassified (ν_i ≈ e⁻¹⁵, λ_i ≈ 0.1) — and the switch appears to
+need a joint move of (λ_i, ν_i), which single-site updates of either make rarely. Not the
+default for that reason and for its cost.
 """
 
 from __future__ import annotations
