@@ -23,7 +23,8 @@ demo: setup
 lint: setup-dev
 	$(VENV)/bin/ruff check .
 
-# Tests: lint, then pytest over tests/ and the executed notebooks (nbmake). pytest's exit
-# code 5, "no tests collected", fails like any other non-zero code.
+# Tests: lint, then pytest over tests/, the package's doctests and the executed notebooks
+# (nbmake). pytest's exit code 5, "no tests collected", fails like any other non-zero code.
 test: lint
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=15 tests --nbmake notebooks
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=15 --doctest-modules \
+		bayesmkl tests --nbmake notebooks

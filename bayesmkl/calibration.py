@@ -139,13 +139,15 @@ def log_predictive(log_p_draws, axis: int = 0) -> np.ndarray:
 def _nll_and_grad(theta, blocks, single, n_total):
     """Mean out-of-fold negative log predictive and its gradient in ``theta = (T, β)``.
 
-    ``blocks``: list of ``(F (S_k, n_k, C), codes (n_k,), log_w (S_k, n_k))``; ``log_w`` are
-    normalised log weights over the draws of each point (uniform for plain out-of-fold draws).
+    ``blocks``: list of ``(F (S_k, n_k, C), codes (n_k,), log_w (S_k, n_k), pw (n_k,))``;
+    ``log_w`` are normalised log weights over the draws of each point (uniform for plain
+    out-of-fold draws), ``pw`` the points' sample weights (ones without); ``n_total`` is the
+    sum of all ``pw``.
     """
     T, beta = theta
     nll = 0.0
     grad = np.zeros(2)
-    for F, codes, log_w in blocks:
+    for F, codes, log_w, pw in blocks:
         n = F.shape[1]
         if single:
             f = F[..., 0]  # (S, n)
@@ -162,15 +164,21 @@ def _nll_and_grad(theta, blocks, single, n_total):
             dl_db = np.zeros_like(ll)
         a = log_w + ll
         lp = logsumexp(a, axis=0)  # (n,)
-        r = np.exp(a - lp[None, :])  # responsibilities over draws
-        nll -= lp.sum()
+        r = np.exp(a - lp[None, :]) * pw[None, :]  # responsibilities over draws, weighted
+        nll -= np.dot(pw, lp)
         grad[0] -= np.sum(r * dl_dT)
         grad[1] -= np.sum(r * dl_db)
     return nll / n_total, grad / n_total
 
 
 def fit_calibrator(
-    fold_draws, fold_codes, *, gamma0: float, log_weights=None, n_folds: int | None = None
+    fold_draws,
+    fold_codes,
+    *,
+    gamma0: float,
+    log_weights=None,
+    n_folds: int | None = None,
+    point_weights=None,
 ) -> Calibrator:
     """Fit ``(T, β)`` by minimising the log-loss of held-out predictions.
 
@@ -187,6 +195,9 @@ def fit_calibrator(
         Normalised log weights of the draws per point (e.g. PSIS-LOO weights); default uniform.
     n_folds : int, optional
         Recorded in the result (default ``len(fold_draws)``).
+    point_weights : list of arrays (n_k,), optional
+        Sample weights of the held-out points: the weighted mean log-loss is minimised (the
+        same weights as the fit's likelihood). Default: every point weighs 1.
 
     Returns
     -------
@@ -203,10 +214,18 @@ def fit_calibrator(
         else:
             lw = np.asarray(log_weights[k], dtype=float)
             lw = lw - logsumexp(lw, axis=0, keepdims=True)
-        blocks.append((F, codes, lw))
+        if point_weights is None:
+            pw = np.ones(codes.shape[0])
+        else:
+            pw = np.asarray(point_weights[k], dtype=float)
+            if pw.shape != codes.shape or not np.all(np.isfinite(pw)) or np.any(pw < 0):
+                raise ValueError(f"fold {k}: point_weights must be {codes.shape[0]} weights >= 0")
+        blocks.append((F, codes, lw, pw))
     C = blocks[0][0].shape[-1]
     single = C == 1
-    n_total = sum(b[1].shape[0] for b in blocks)
+    n_total = sum(float(b[3].sum()) for b in blocks)
+    if not n_total > 0:
+        raise ValueError("fit_calibrator: the held-out points have zero total weight")
     t_max = 2.0 + 2.0 * float(np.sqrt(1.0 + 2.0 * gamma0))
     bounds = [(1e-6, t_max), (-20.0, 20.0) if single else (0.0, 0.0)]
     identity = float(_nll_and_grad(np.array([1.0, 0.0]), blocks, single, n_total)[0])
@@ -238,7 +257,7 @@ def fit_calibrator(
 # ----------------------------------------------------------------------------------------
 
 
-def crossfit_decision_draws(estimator, K, y, *, n_folds: int, seed: int):
+def crossfit_decision_draws(estimator, K, y, *, n_folds: int, seed: int, sample_weight=None):
     """Out-of-fold decision draws of every training point by K-fold refits.
 
     The folds are fitted on slices of the training kernels (``kernels="precomputed"``), so the
@@ -259,6 +278,9 @@ def crossfit_decision_draws(estimator, K, y, *, n_folds: int, seed: int):
         Stratified folds (reduced to the smallest class count when needed; at least 2).
     seed : int
         Seed of the fold split and of the fold fits.
+    sample_weight : array (N,), optional
+        Effective per-sample weights (class weights already multiplied in); each fold fit gets
+        its slice, with ``class_weight=None`` so that class weights are not applied twice.
 
     Returns
     -------
@@ -291,11 +313,13 @@ def crossfit_decision_draws(estimator, K, y, *, n_folds: int, seed: int):
             kernel_dtype=None,
             progress_bar=False,
             random_state=(seed + 1 + fold) % (2**31 - 1),
+            class_weight=None,
             **fixed_length,
         )
+        sw = None if sample_weight is None else np.asarray(sample_weight)[tr]
         with warnings.catch_warnings(record=True) as rec:
             warnings.simplefilter("always")
-            sub.fit(K[:, tr][:, :, tr], y[tr])
+            sub.fit(K[:, tr][:, :, tr], y[tr], sample_weight=sw)
             F = sub.decision_draws(K[:, va][:, :, tr])
         caught.extend(f"{w.category.__name__}: {w.message}" for w in rec)
         draws.append(np.asarray(F, dtype=float))

@@ -21,6 +21,10 @@ unexpected error instead.
 The JAX compilation cache is kept in ``$BAYESMKL_CACHE_DIR`` (default
 ``~/.cache/bayesmkl/jax``) so that repeated runs on data of the same shape skip most of the
 compile time; set ``BAYESMKL_NO_JAX_CACHE=1`` to switch this off.
+
+This module holds the parser, the sub-commands and the error handling; the CSV reader is
+:mod:`bayesmkl._csv` (re-exported here as :func:`read_csv`) and what a fit prints and writes
+is :mod:`bayesmkl.report`.
 """
 
 from __future__ import annotations
@@ -29,10 +33,12 @@ import argparse
 import csv
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+
+from bayesmkl._csv import read_csv
+from bayesmkl.report import fit_and_report
 
 __all__ = ["main", "read_csv"]
 
@@ -54,187 +60,6 @@ def _enable_jax_cache() -> None:
     from bayesmkl.estimator import enable_compilation_cache
 
     enable_compilation_cache()
-
-
-def _float(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def _label_array(labels: list[str]) -> np.ndarray:
-    """Integer labels when every label is an integer, else strings."""
-    try:
-        ints = [int(s) for s in labels]
-        return np.asarray(ints, dtype=np.int64)
-    except ValueError:
-        return np.asarray(labels, dtype=str)
-
-
-_OTHER_DELIMITERS = (("\t", "tab", r"tr '\t' ','"), (";", "semicolon", "tr ';' ','"))
-
-
-def _delimiter_hint(rows: list[list[str]]) -> str:
-    """A hint when the rows look separated by tabs or semicolons instead of commas."""
-    sample = [c for r in rows[:20] for c in r]
-    for sep, name, fix in _OTHER_DELIMITERS:
-        if sum(sep in c for c in sample) >= max(1, len(rows[:20]) // 2):
-            return (
-                f" (the file looks {name}-separated, but bayesmkl reads comma-separated "
-                f"values: convert it first, e.g. with {fix})"
-            )
-    return ""
-
-
-def read_csv(path, has_label: bool = True):
-    """Read a numeric CSV, optionally with a header row and a label in the last column.
-
-    Parameters
-    ----------
-    path : str or Path
-    has_label : bool
-        Whether the last column holds the label.
-
-    Returns
-    -------
-    X : ndarray (N, d), float64
-    y : ndarray (N,) or None
-        Integer labels when all labels are integers, else strings.
-    header : list of str or None
-
-    Raises
-    ------
-    CLIError
-        Missing file, empty file, ragged rows, non-numeric or non-finite features.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise CLIError(f"no such file: {path}")
-    try:
-        with path.open(newline="") as fh:
-            rows = [r for r in csv.reader(fh) if r and any(c.strip() for c in r)]
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise CLIError(f"cannot read {path} as CSV: {exc}") from None
-    if not rows:
-        raise CLIError(f"{path} is empty")
-    rows = [[c.strip() for c in r] for r in rows]
-    hint = _delimiter_hint(rows)
-    n_feat = len(rows[0]) - (1 if has_label else 0)
-    header = None
-    first_features = rows[0][:n_feat] if n_feat > 0 else rows[0]
-    if any(_float(c) is None for c in first_features):
-        header, rows = rows[0], rows[1:]
-        if not rows:
-            raise CLIError(f"{path} has a header but no data rows")
-    width = len(header) if header is not None else len(rows[0])
-    if has_label and width < 2:
-        raise CLIError(f"{path} has {width} column(s); expected features and a label column{hint}")
-    values = []
-    for i, r in enumerate(rows):
-        line = i + 1 + (header is not None)
-        if len(r) != width:
-            raise CLIError(f"{path}, line {line}: {len(r)} fields, expected {width}{hint}")
-        feats = r[: width - 1] if has_label else r
-        nums = []
-        for j, c in enumerate(feats):
-            v = _float(c)
-            if v is None or not np.isfinite(v):
-                raise CLIError(
-                    f"{path}, line {line}, column {j + 1}: {c!r} is not a finite number{hint}"
-                )
-            nums.append(v)
-        values.append(nums)
-    X = np.asarray(values, dtype=np.float64)
-    y = _label_array([r[-1] for r in rows]) if has_label else None
-    if has_label and any(lab == "" for lab in (r[-1] for r in rows)):
-        raise CLIError(f"{path}: some rows have an empty label")
-    return X, y, header
-
-
-def _metrics(y_true, proba, classes) -> dict:
-    from sklearn.metrics import accuracy_score, log_loss
-
-    pred = classes[np.argmax(proba, axis=1)]
-    onehot = (np.asarray(y_true)[:, None] == classes[None, :]).astype(float)
-    return {
-        "accuracy": float(accuracy_score(y_true, pred)),
-        "log_loss": float(log_loss(y_true, np.clip(proba, 1e-15, 1.0), labels=classes)),
-        # Brier score: mean over points of Σ_k (p_k − 1[y = k])²; for two classes this is
-        # twice scikit-learn's brier_score_loss of the positive class, so report that instead.
-        "brier": float(
-            np.mean(np.sum((proba - onehot) ** 2, axis=1)) / (2.0 if len(classes) == 2 else 1.0)
-        ),
-    }
-
-
-def _print_metrics(m: dict, n_test: int) -> None:
-    print(f"test points : {n_test}")
-    print(f"accuracy    : {m['accuracy']:.4f}")
-    print(f"log-loss    : {m['log_loss']:.4f}")
-    print(f"Brier score : {m['brier']:.4f}")
-
-
-def _print_weights(clf, top_k: int = 8, prob: float = 0.89) -> None:
-    w = clf.posterior_["w"].reshape(-1, len(clf.kernel_names_))
-    order = np.argsort(-w.mean(axis=0), kind="stable")[:top_k]
-    lo, hi = np.quantile(w, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
-    width = max(len(clf.kernel_names_[m]) for m in order)
-    print(f"\ntop {len(order)} kernel weights (posterior mean, {prob:.0%} interval):")
-    for m in order:
-        print(
-            f"  {clf.kernel_names_[m]:<{width}}  {w[:, m].mean():.3f}  [{lo[m]:.3f}, {hi[m]:.3f}]"
-        )
-
-
-def _print_diagnostics(clf, top_k: int = 8) -> None:
-    import arviz as az
-
-    tree = clf.to_datatree()
-    order = np.argsort(-clf.kernel_weights_, kind="stable")[:top_k]
-    names = [clf.kernel_names_[m] for m in order]
-    chains = clf.posterior_["w"].shape[0]
-    print(f"\nconvergence of w ({chains} chain(s); ArviZ summary of the top kernels):")
-    if chains < 2:
-        print("  (one chain: R-hat needs at least 2 chains; use --chains 2)")
-    summ = az.summary(tree, var_names=["w"], coords={"kernel": names})
-    cols = [c for c in ("mean", "sd", "ess_bulk", "ess_tail", "r_hat") if c in summ.columns]
-    print(summ[cols].to_string())
-    rep = clf.run_report_
-    print(
-        f"run: {rep.num_samples} sweeps per chain after {clf.n_iter_ - rep.num_samples} warm-up"
-        f" ({rep.stopped_by}); max R-hat {rep.rhat_max:.3f}, min bulk ESS "
-        f"{rep.ess_bulk_min:.0f} over all kernel weights and held-in decision values"
-    )
-    if not rep.converged:
-        print(
-            f"warning: not converged (worst: {rep.worst}): do not read the intervals above as "
-            "posterior intervals.\n  Run longer (--max-time, --max-samples) and check again; "
-            "under the paper's hyper-parameters\n  (kappa = 1e-10) the chains mix slowly."
-        )
-    st = clf.sample_stats_
-    print(
-        f"divergences: {int(np.sum(st['diverging']))}, mean acceptance: "
-        f"{float(np.mean(st['acceptance_rate'])):.3f}"
-    )
-
-
-def _write_figures(clf, out: Path, y_test=None, proba=None) -> list[Path]:
-    from bayesmkl import plots
-
-    figs = {
-        "kernel_weights.png": plots.plot_kernel_weights(clf),
-        "trace.png": plots.plot_trace(clf),
-        "sample_weights.png": plots.plot_sample_weights(clf),
-    }
-    if y_test is not None and proba is not None:
-        figs["reliability.png"] = plots.plot_reliability(y_test, proba, clf.classes_)
-    paths = []
-    for name, fig in figs.items():
-        p = out / name
-        fig.savefig(p, dpi=110)
-        paths.append(p)
-    return paths
 
 
 def _make_out(path) -> Path:
@@ -291,27 +116,6 @@ def _classifier(args, kernels):
     )
 
 
-def _fit_and_report(clf, X_tr, y_tr, X_te, y_te, out: Path, stem: str) -> None:
-    t0 = time.perf_counter()
-    clf.fit(X_tr, y_tr)
-    dt = time.perf_counter() - t0
-    print(
-        f"fitted BM3KL on {X_tr.shape[0]} points, {len(clf.kernel_names_)} kernels, "
-        f"{len(clf.classes_)} classes in {dt:.1f} s"
-    )
-    proba = None
-    if X_te is not None:
-        proba = clf.predict_proba(X_te)
-        print()
-        _print_metrics(_metrics(y_te, proba, clf.classes_), len(y_te))
-    _print_weights(clf)
-    _print_diagnostics(clf)
-    figs = _write_figures(clf, out, y_te, proba)
-    model = out / f"{stem}.nc"
-    clf.save(model)
-    print(f"\nwrote {', '.join(p.name for p in figs)} and {model.name} to {out}")
-
-
 def cmd_demo(args) -> int:
     from bayesmkl.datasets import load_demo
 
@@ -325,7 +129,7 @@ def cmd_demo(args) -> int:
     )
     out = _make_out(args.out)
     clf = _classifier(args, "bsvm16")
-    _fit_and_report(clf, X_tr, y_tr, X_te, y_te, out, "bm3kl_demo")
+    fit_and_report(clf, X_tr, y_tr, X_te, y_te, out, "bm3kl_demo")
     return 0
 
 
@@ -343,7 +147,7 @@ def cmd_fit(args) -> int:
         f"{0 if y_te is None else len(y_te)} test"
     )
     clf = _classifier(args, args.pool)
-    _fit_and_report(clf, X_tr, y_tr, X_te, y_te, out, "model")
+    fit_and_report(clf, X_tr, y_tr, X_te, y_te, out, "model")
     return 0
 
 

@@ -4,139 +4,46 @@ The estimator is a thin shell: :class:`~bayesmkl.kernels.input.KernelInput` buil
 kernels ``K: (P, N, N)``, :func:`~bayesmkl.model.signed_targets` the ±1 targets
 ``delta: (C, N)``, :class:`~bayesmkl.inference.kernel.BM3KL` (run by NumPyro's ``MCMC``) draws
 ``(e, w, a, b, λ, ν, ς)``, and :mod:`bayesmkl.predict` turns draws and test kernels
-``(P, M, N)`` into decision values and probabilities. ArviZ output lives in
-:mod:`bayesmkl.diagnostics`, figures in :mod:`bayesmkl.plots`, files in :mod:`bayesmkl.io`.
+``(P, M, N)`` into decision values and probabilities. Prediction, the
+calibration map and the DataTree are :class:`~bayesmkl._posterior.PosteriorMixin`; seeds, the
+compilation cache, validation and the run-length monitor :mod:`bayesmkl._fitting`. ArviZ output
+lives in :mod:`bayesmkl.diagnostics`, figures in :mod:`bayesmkl.plots`, files in
+:mod:`bayesmkl.io`.
 """
 
 from __future__ import annotations
 
-import numbers
 import time
 import warnings
 
-import jax
 import numpy as np
 from numpyro.infer import MCMC
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import (
-    check_array,
-    check_is_fitted,
-    column_or_1d,
-    validate_data,
-)
 
-from bayesmkl import calibration as _calibration
-from bayesmkl import diagnostics
-from bayesmkl._checks import check_draws, check_label_types, check_predictions
-from bayesmkl._weights import check_class_weight
-from bayesmkl._x64 import with_x64
-from bayesmkl.baselines._base import validate_labels
-from bayesmkl.inference.kernel import BM3KL
-from bayesmkl.inference.moves import MOVES
-from bayesmkl.inference.runlength import judge, sample_until_converged
-from bayesmkl.kernels.input import NAMED_POOLS, KernelInput
-from bayesmkl.kernels.pool import KernelPool
-from bayesmkl.model import signed_targets
-from bayesmkl.predict import (
-    draw_decision_values,
-    draw_log_probabilities,
-    draw_probabilities,
-    mean_decision,
+from bayesmkl._checks import check_draws
+from bayesmkl._fitting import (
+    AUTO_CHUNK,
+    EXTRA_FIELDS,
+    enable_compilation_cache,
+    make_rng_key,
+    run_monitor,
+    validate_fit_input,
+    validate_params,
 )
+from bayesmkl._posterior import PosteriorMixin
+from bayesmkl._weights import effective_sample_weight
+from bayesmkl._x64 import with_x64
+from bayesmkl.inference import resume as _resume
+from bayesmkl.inference.chains import resolve_chain_method
+from bayesmkl.inference.kernel import BM3KL
+from bayesmkl.inference.runlength import Resume, judge, sample_until_converged
+from bayesmkl.model import signed_targets
 
 __all__ = ["BM3KLClassifier", "EXTRA_FIELDS", "enable_compilation_cache", "make_rng_key"]
 
-#: Sweeps per chunk of a ``num_samples="auto"`` run.
-AUTO_CHUNK = 250
-#: Most training points whose decision values the run-length rule monitors (a fixed random
-#: subset above this; R-hat/ESS of every point of a large set would cost more than the sweeps).
-MAX_MONITORED_POINTS = 500
 
-#: NumPyro extra fields collected during sampling (become ``sample_stats_``).
-EXTRA_FIELDS = ("accept_prob", "diverging", "step_size", "potential_energy")
-_CHAIN_METHODS = ("sequential", "parallel", "vectorized")
-
-
-def enable_compilation_cache(cache_dir=None, *, min_compile_time_secs: float = 1.0):
-    """Switch on JAX's persistent compilation cache (a directory of compiled programs).
-
-    One BM3KL sweep takes seconds to compile, once per data shape and sampler configuration
-    (move, step size, L, run length). The model hyper-parameters (η, α_a, β_a, κ, τ, γ0) travel
-    in the sampler state, so they do not change the program: with the cache, later fits of the
-    same shape and configuration — a grid search over ``beta_a`` or ``gamma0`` included — load
-    the compiled program instead, in this process or another. Call it before fitting.
-
-    Parameters
-    ----------
-    cache_dir : str or Path, optional
-        Directory; default ``$BAYESMKL_CACHE_DIR`` or ``~/.cache/bayesmkl/jax``.
-    min_compile_time_secs : float, default 1.0
-        Only programs that took at least this long to compile are stored.
-
-    Returns
-    -------
-    str or None
-        The directory in use, or ``None`` when it cannot be created.
-    """
-    import os
-    from pathlib import Path
-
-    if jax.config.jax_compilation_cache_dir:
-        return jax.config.jax_compilation_cache_dir
-    if cache_dir is None:
-        cache_dir = os.environ.get("BAYESMKL_CACHE_DIR") or (
-            Path.home() / ".cache" / "bayesmkl" / "jax"
-        )
-    try:
-        Path(cache_dir).mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    jax.config.update("jax_compilation_cache_dir", str(cache_dir))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time_secs))
-    try:  # JAX decides once per process whether the cache is used; let it decide again
-        from jax._src import compilation_cache
-
-        compilation_cache.reset_cache()
-    except Exception:  # pragma: no cover - private API moved
-        pass
-    return str(cache_dir)
-
-
-def make_rng_key(random_state):
-    """A JAX PRNG key and the integer seed it came from.
-
-    Parameters
-    ----------
-    random_state : None, int, numpy.random.RandomState or numpy.random.Generator
-        An int is used as the seed; ``None`` draws a seed from NumPy's global generator; a
-        ``RandomState``/``Generator`` draws the seed from that generator (advancing it).
-
-    Returns
-    -------
-    key : jax.Array
-        ``jax.random.key(seed)``.
-    seed : int
-    """
-    if isinstance(random_state, np.random.Generator):
-        seed = int(random_state.integers(0, 2**31 - 1))
-    elif isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
-        seed = int(random_state)
-        if seed < 0:
-            raise ValueError(f"random_state must be a non-negative integer; got {seed}")
-    elif random_state is None or isinstance(random_state, np.random.RandomState):
-        seed = int(check_random_state(random_state).randint(0, 2**31 - 1))
-    else:
-        raise ValueError(
-            "random_state must be None, an int, a numpy RandomState or a numpy Generator; got "
-            f"{random_state!r}"
-        )
-    return jax.random.key(seed), seed
-
-
-class BM3KLClassifier(ClassifierMixin, BaseEstimator):
+class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
     """Bayesian maximum-margin multiple kernel learning (BM³KL; Du et al., ECML PKDD 2016).
 
     Learns a posterior over kernel weights ``w`` on the simplex (shared by all one-vs-all
@@ -200,8 +107,13 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
     num_chains : int, default=4
         Independent chains (paper: 1). R-hat needs at least 2.
     chain_method : {"sequential", "parallel", "vectorized"}, default="vectorized"
-        How NumPyro runs several chains (``"vectorized"``: one program for all chains, the
-        fastest on few cores).
+        How the chains run. ``"vectorized"``: one program for all chains (the fastest on few
+        cores). ``"sequential"``: one after the other. ``"parallel"``: chain i on JAX device
+        i mod D (:class:`~bayesmkl.inference.chains.DeviceChains`), with bitwise the draws of
+        ``"sequential"``; host CPU devices need ``XLA_FLAGS=
+        --xla_force_host_platform_device_count=D`` set before JAX is imported, and with one
+        device it runs sequentially and warns. ``"vectorized"`` draws differ from the other
+        two (batched arithmetic rounds differently; the chains are the same in distribution).
     rhat_target : float, default=1.01
         Largest rank-normalised split R-hat accepted by ``num_samples="auto"``.
     ess_target : float, default=400
@@ -234,13 +146,22 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
     class_weight : None, "balanced" or dict, default=None
         Class weights with scikit-learn's semantics (``"balanced"``: ``N / (K · count(class))``),
         multiplied into ``fit``'s ``sample_weight`` by
-        :func:`bayesmkl._weights.effective_sample_weight`; a weight multiplies the point's
-        pseudo-likelihood term. Validated here; not yet used by the sampler, so a value other
-        than ``None`` raises ``NotImplementedError``.
+        :func:`bayesmkl._weights.effective_sample_weight` (see :meth:`fit` for what a weight
+        means in this model).
     kernel_names : sequence of str, optional
         Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); they label
         the DataTree's ``kernel`` coordinate and the plots. An error with a pool, which names
         its kernels itself.
+    warm_start : bool, default=False
+        Continue the previous fit's chains from their stored final state (no new warm-up;
+        adapted step size and mass matrix frozen; each chain's own PRNG key, so 500 + 500
+        sweeps equal one run of 1000 with the same seed) and append ``num_samples`` new sweeps
+        per chain (``"auto"``: chunks until the targets hold on all draws, ``max_samples`` and
+        ``max_time`` budget this call). All fitted attributes, ``run_report_`` included, cover
+        the combined draws; the calibration map of the first fit is re-used while
+        ``calibration`` is unchanged. Needs the same data and the same posterior and chain
+        parameters (else ``ValueError``); without a previous fit it fits from scratch. A model
+        read by :meth:`load` keeps no sampler state and cannot be continued. See the user guide.
 
     Attributes
     ----------
@@ -324,6 +245,7 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         progress_bar=True,
         class_weight=None,
         kernel_names=None,
+        warm_start=False,
     ):
         self.kernels = kernels
         self.eta = eta
@@ -351,84 +273,25 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         self.progress_bar = progress_bar
         self.class_weight = class_weight
         self.kernel_names = kernel_names
+        self.warm_start = warm_start
 
     # ------------------------------------------------------------------------------------
     # validation
     # ------------------------------------------------------------------------------------
 
     def _validate_params(self):
-        k = self.kernels
-        if not (
-            isinstance(k, KernelPool)
-            or (isinstance(k, str) and k in NAMED_POOLS + ("precomputed",))
-        ):
-            raise ValueError(
-                f"kernels={k!r} is not understood: use one of "
-                f"{NAMED_POOLS + ('precomputed',)} or a bayesmkl.KernelPool"
-            )
-        if self.sampler not in MOVES:
-            raise ValueError(f"unknown sampler={self.sampler!r}; choose one of {MOVES}")
-        _choice("chain_method", self.chain_method, _CHAIN_METHODS)
-        _choice("binary_mode", self.binary_mode, ("single", "ova"))
-        _choice("decision", self.decision, ("proba", "mean_f"))
-        if not (self.calibration in ("cv", None) or _is_int(self.calibration, 2)):
-            raise ValueError(
-                f"calibration must be 'cv', None or an integer >= 2; got {self.calibration!r}"
-            )
-        if self.kernel_dtype is not None:
-            _choice("kernel_dtype", str(np.dtype(self.kernel_dtype)), ("float64", "float32"))
-        eta = np.asarray(self.eta, dtype=float)
-        if eta.ndim > 1 or not np.all(np.isfinite(eta)) or np.any(eta <= 0):
-            raise ValueError(f"eta must be a positive number or vector; got {self.eta!r}")
-        for name in ("alpha_a", "beta_a", "kappa", "bias_prior_var", "step_size"):
-            _positive(name, getattr(self, name))
-        _positive("gamma0", self.gamma0, allow_zero=True)
-        _integer("n_leapfrog", self.n_leapfrog, 1)
-        _integer("num_warmup", self.num_warmup, 0)
-        if self.num_samples != "auto":
-            _integer("num_samples", self.num_samples, 1)
-        if not (isinstance(self.rhat_target, numbers.Real) and self.rhat_target > 1):
-            raise ValueError(f"rhat_target must be a number > 1; got {self.rhat_target!r}")
-        _positive("ess_target", self.ess_target)
-        _integer("max_samples", self.max_samples, 1)
-        if self.max_time is not None:
-            _positive("max_time", self.max_time)
-        _integer("num_chains", self.num_chains, 1)
-        check_class_weight(self.class_weight)
-        if self.class_weight is not None:  # TODO(lead): remove once the sampler uses weights
-            raise NotImplementedError(
-                "BM3KLClassifier: class_weight is validated but not yet used by the sampler"
-            )
+        validate_params(self)
 
     def _validate_fit_input(self, X, y):
-        """Validated ``(kernel input, K (P, N, N), classes, codes)``; sets ``n_features_in_``."""
-        if self.kernels == "precomputed":
-            Xk = check_array(
-                X, allow_nd=True, ensure_2d=False, dtype=(np.float64, np.float32), input_name="K"
-            )
-            if Xk.ndim != 3 or Xk.shape[1] != Xk.shape[2]:
-                raise ValueError(
-                    "with kernels='precomputed', fit expects a kernel stack of shape (P, N, N); "
-                    f"got shape {Xk.shape}"
-                )
-            n = Xk.shape[1]
-        else:
-            Xk = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
-            n = Xk.shape[0]
-        check_label_types(y)
-        y = column_or_1d(y, warn=True)
-        check_classification_targets(y)
-        classes, codes = validate_labels(y, n)
-        dtype = None if self.kernel_dtype is None else str(np.dtype(self.kernel_dtype))
-        kin, K = KernelInput.fit(self.kernels, Xk, dtype=dtype, kernel_names=self.kernel_names)
-        return kin, K, classes, codes, y
+        """Validated ``(kernel input, K (P, N, N), classes, codes, y)``; sets ``n_features_in_``."""
+        return validate_fit_input(self, X, y)
 
     # ------------------------------------------------------------------------------------
     # fit
     # ------------------------------------------------------------------------------------
 
     @with_x64
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Run the BM3KL Gibbs sampler.
 
         Parameters
@@ -437,6 +300,17 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
             Training features (raw; the pool standardises them) or Gram matrices.
         y : array (N,)
             Class labels of any type (at least two classes).
+        sample_weight : array (N,) or float, optional
+            Non-negative finite per-sample weights ϖ, multiplied by ``class_weight``. Point i's
+            pseudo-likelihood factor is raised to the power ϖ_i (all its one-vs-all terms):
+            the likelihood is tempered point by point, exactly, in every move (the data
+            augmentation stays exact with the slack ζ replaced by ϖζ; see
+            :mod:`bayesmkl.likelihood`). As in :class:`~bayesmkl.baselines.BM3KLMAP`, a zero
+            weight removes the point's likelihood term but keeps its sample weight a_i and
+            kernel column in the model, and an integer weight is *not* the same as repeating
+            the row (a repeat would add a second a_i with its own prior). The weights also
+            weight the cross-fitted calibration's log-loss; ``log_likelihood_`` stays the
+            unweighted per-point predictive.
 
         Returns
         -------
@@ -444,41 +318,62 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         """
         self._validate_params()
         kin, K, classes, codes, y = self._validate_fit_input(X, y)
+        sw = effective_sample_weight(y, sample_weight, self.class_weight)
         delta = signed_targets(codes, len(classes), self.binary_mode)
-        key, seed = make_rng_key(self.random_state)
+        data = (K, delta) if sw is None else (K, delta, sw)
+        fingerprint = _resume.data_fingerprint(K, delta, np.asarray(y), sw)
+        prev = _resume.previous(self, fingerprint) if self.warm_start else None
+        if prev is None:
+            key, seed = make_rng_key(self.random_state)
+        else:  # continue the stored chains: their own keys, no new warm-up
+            seed = prev.seed
 
         kernel = BM3KL(
             self.eta, self.alpha_a, self.beta_a, self.kappa, self.bias_prior_var, self.gamma0,
             move=self.sampler, step_size=self.step_size, n_leapfrog=int(self.n_leapfrog),
         )  # fmt: skip
         auto = self.num_samples == "auto"
+        chain_method = resolve_chain_method(self.chain_method, int(self.num_chains))
         mcmc = MCMC(
             kernel,
             num_warmup=int(self.num_warmup),
             num_samples=AUTO_CHUNK if auto else int(self.num_samples),
             num_chains=int(self.num_chains),
-            chain_method=self.chain_method,
+            chain_method=chain_method,
             jit_model_args=True,
-            progress_bar=bool(self.progress_bar),
+            progress_bar=bool(self.progress_bar) and isinstance(chain_method, str),
         )
-        monitor = _run_monitor(K, seed)
+        earlier = None
+        if prev is not None:
+            mcmc.post_warmup_state = prev.mcmc_state()
+            key = mcmc.post_warmup_state.rng_key
+            earlier = self._earlier_run()
+        monitor = run_monitor(K, seed)
         if auto:
             draws, extra, report = sample_until_converged(
-                mcmc, key, (K, delta), monitor, extra_fields=EXTRA_FIELDS,
+                mcmc, key, data, monitor, extra_fields=EXTRA_FIELDS,
                 rhat_target=float(self.rhat_target), ess_target=float(self.ess_target),
-                max_samples=int(self.max_samples), max_time=self.max_time,
+                max_samples=int(self.max_samples), max_time=self.max_time, resume=earlier,
             )  # fmt: skip
         else:
             t0 = time.perf_counter()
-            mcmc.run(key, K, delta, extra_fields=EXTRA_FIELDS)
+            mcmc.run(key, *data, extra_fields=EXTRA_FIELDS)
             draws = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
-            extra = mcmc.get_extra_fields(group_by_chain=True)
+            extra = {
+                k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()
+            }
+            n, thin, seconds = int(self.num_samples), 1, time.perf_counter() - t0
+            if earlier is not None:  # the new draws at the earlier thinning, after the old
+                thin = earlier.thinning
+                draws = _resume.append(earlier.samples, draws, thin)
+                extra = _resume.append(earlier.extra, extra, thin)
+                n, seconds = n + earlier.num_samples, seconds + earlier.seconds
             report = judge(
                 monitor(draws), float(self.rhat_target), float(self.ess_target),
-                stopped_by="num_samples", num_samples=int(self.num_samples), thinning=1,
-                seconds=time.perf_counter() - t0,
+                stopped_by="num_samples", num_samples=n, thinning=thin, seconds=seconds,
             )  # fmt: skip
         self.run_report_ = report
+        self._resume = _resume.new_point(self, mcmc.last_state, fingerprint, seed)
 
         self.kernel_input_ = kin
         self.kernel_names_ = list(kin.names)
@@ -506,285 +401,21 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
                 ConvergenceWarning,
                 stacklevel=3,
             )
-        self._fit_calibration(K, y)
+        reuse = prev is not None and prev.calibration == self.calibration
+        self._fit_calibration(K, y, sw, reuse_map=reuse)
         return self
 
-    def _fit_calibration(self, K, y):
-        """Calibration map and training log-likelihood (called once, at the end of :meth:`fit`).
-
-        Sets ``calibrator_`` (``None`` for ``calibration=None``), ``oof_log_predictive_`` (the
-        calibrated log predictive of each training point under the fold fit that held it out)
-        and ``log_likelihood_`` ``(chains, draws, N)``: per draw, the log probability of each
-        training label under the fitted rule. ``K`` are the training kernels ``(P, N, N)``.
-        """
-        _, codes = validate_labels(y, len(y))
-        self.calibrator_ = None
-        self.oof_log_predictive_ = None
-        if self.calibration is not None:
-            n_folds = _calibration.DEFAULT_FOLDS if self.calibration == "cv" else self.calibration
-            draws, index = _calibration.crossfit_decision_draws(
-                self, K, y, n_folds=int(n_folds), seed=self.random_seed_
-            )
-            fold_codes = [codes[i] for i in index]
-            self.calibrator_ = _calibration.fit_calibrator(
-                draws, fold_codes, gamma0=float(self.gamma0), n_folds=len(draws)
-            )
-            oof = np.empty(len(codes))
-            for F, i, c in zip(draws, index, fold_codes, strict=True):
-                lp = self.calibrator_.log_proba_draws(F)[:, np.arange(len(c)), c]
-                oof[i] = _calibration.log_predictive(lp)
-            self.oof_log_predictive_ = oof
-        w, a, b = self._flat_draws()
-        F = np.asarray(draw_decision_values(w, a, b, K))
-        lp = self._log_proba_draws(F)[:, np.arange(len(codes)), codes]
-        chains, draws_per_chain = self.posterior_["w"].shape[:2]
-        self.log_likelihood_ = lp.reshape(chains, draws_per_chain, len(codes))
-
-    # ------------------------------------------------------------------------------------
-    # prediction
-    # ------------------------------------------------------------------------------------
-
-    def _test_kernels(self, X):
-        """Cross kernels ``(P, M, N)`` of new data (validated)."""
-        check_is_fitted(self, "posterior_")
-        if self.kernel_input_.pool is None:
-            Kt = check_array(
-                X,
-                allow_nd=True,
-                ensure_2d=False,
-                dtype=(np.float64, np.float32),
-                input_name="K_test",
-            )
-            return self.kernel_input_.cross(Kt)
-        Xv = validate_data(self, X, dtype=np.float64, reset=False)
-        return self.kernel_input_.cross(Xv)
-
-    def _flat_draws(self):
-        """``w (S, P), a (S, C, N), b (S, C)`` with chains and draws merged (S = chains·draws)."""
-        post = self.posterior_
-        return tuple(post[k].reshape((-1,) + post[k].shape[2:]) for k in ("w", "a", "b"))
-
-    @with_x64
-    def decision_draws(self, X) -> np.ndarray:
-        """Per-draw decision values f.
-
-        Parameters
-        ----------
-        X : array (M, d), or array (P, M, N) with ``kernels="precomputed"``
-
-        Returns
-        -------
-        ndarray (S, M, C)
-            S = chains · draws, chain-major.
-        """
-        Kt = self._test_kernels(X)
-        w, a, b = self._flat_draws()
-        F = draw_decision_values(w, a, b, Kt)
-        return check_predictions(F, "decision values", posterior=self.posterior_)
-
-    def _calibrator(self):
-        cal = getattr(self, "calibrator_", None)
-        if cal is None:
-            raise ValueError(
-                f"calibration={self.calibration!r} but this classifier was fitted without a "
-                "calibration map; refit it, or set_params(calibration=None) for the raw rule"
-            )
-        return cal
-
-    def _log_proba_draws(self, F) -> np.ndarray:
-        """Per-draw log probabilities ``(S, M, K)`` of decision draws ``F: (S, M, C)``."""
-        if self.calibration is None:
-            return np.asarray(draw_log_probabilities(F, float(self.gamma0)))
-        return self._calibrator().log_proba_draws(F)
-
-    def _proba_draws_of(self, F) -> np.ndarray:
-        """Per-draw probabilities ``(S, M, K)`` of decision draws ``F: (S, M, C)`` (checked)."""
-        if self.calibration is None:
-            P = draw_probabilities(F, float(self.gamma0))
-        else:
-            P = np.exp(self._calibrator().log_proba_draws(F))
-        return check_predictions(P, "probabilities")
-
-    @with_x64
-    def proba_draws(self, X) -> np.ndarray:
-        """Per-draw predictive probabilities ``(S, M, K)`` (each row sums to 1).
-
-        Calibrated (see ``calibration``), or with ``calibration=None`` the raw σ(ψ(f)) /
-        softmax(ψ(f)) of spec §6.
-        """
-        return self._proba_draws_of(self.decision_draws(X))
-
-    @with_x64
-    def predict_proba(self, X) -> np.ndarray:
-        """Posterior predictive class probabilities (spec §6, P1).
-
-        Parameters
-        ----------
-        X : array (M, d), or array (P, M, N) with ``kernels="precomputed"``
-
-        Returns
-        -------
-        ndarray (M, K)
-            Mean over draws of the per-draw probabilities (:meth:`proba_draws`: calibrated, or
-            the normalised pseudo-likelihood with ``calibration=None``); rows sum to 1.
-        """
-        return self.proba_draws(X).mean(axis=0)
-
-    @with_x64
-    def predict_log_proba(self, X) -> np.ndarray:
-        """Log of :meth:`predict_proba`, by log-sum-exp over draws (finite, no log of 0).
-
-        Returns
-        -------
-        ndarray (M, K)
-        """
-        return _calibration.log_predictive(self._log_proba_draws(self.decision_draws(X)), axis=0)
-
-    @with_x64
-    def decision_function(self, X) -> np.ndarray:
-        """Posterior-mean decision values.
-
-        Returns
-        -------
-        ndarray (M,) for the single binary classifier (positive = ``classes_[1]``), else
-        (M, C).
-        """
-        F = np.asarray(mean_decision(self.decision_draws(X)))
-        return F[:, 0] if F.shape[1] == 1 else F
-
-    @with_x64
-    def predict(self, X) -> np.ndarray:
-        """Predicted labels ``(M,)``.
-
-        ``decision="proba"``: ``classes_[argmax predict_proba(X)]`` (spec P2);
-        ``decision="mean_f"``: argmax of the mean decision value (sign for one binary
-        classifier).
-        """
-        if self.decision == "mean_f":
-            F = self.decision_function(X)
-            idx = (F > 0).astype(int) if F.ndim == 1 else np.argmax(F, axis=1)
-        else:
-            idx = np.argmax(self.predict_proba(X), axis=1)
-        return self.classes_[idx]
-
-    # ------------------------------------------------------------------------------------
-    # ArviZ, save/load
-    # ------------------------------------------------------------------------------------
-
-    def to_datatree(self, posterior_predictive: bool = False, *, X=None, random_state=0):
-        """The fit as an ArviZ ``xarray.DataTree`` (see :mod:`bayesmkl.diagnostics`).
-
-        Parameters
-        ----------
-        posterior_predictive : bool, default False
-            Add ``posterior_predictive.y``: per draw, replicated training labels drawn from
-            that draw's predictive probabilities at the training points (those of
-            :meth:`proba_draws`: calibrated unless ``calibration=None``; for ArviZ's posterior
-            predictive checks, e.g. ``arviz_plots.plot_ppc_pava``, ``plot_ppc_rootogram``).
-            Costs one prediction of the N training points (the training kernels are rebuilt
-            from the pool).
-        X : array (N, d), or array (P, N, N) with ``kernels="precomputed"``, optional
-            The training data, needed with precomputed kernels (the fit keeps no kernels);
-            with a pool the stored training points are used when ``X`` is None.
-        random_state : int, numpy Generator or None, default 0
-            Seed of the replicated labels.
-
-        Returns
-        -------
-        xarray.DataTree
-            ``posterior`` (w, e with a ``kernel`` dimension; a, b, lam, nu, varsigma with
-            ``classifier``/``obs``), ``sample_stats`` (acceptance_rate, diverging, lp,
-            step_size), ``observed_data`` (y), ``log_likelihood`` (y: per draw, the log
-            probability of each training label under the fitted rule, calibrated unless
-            ``calibration=None`` at fit time), so ``arviz.loo`` and ``arviz.compare`` run on it,
-            and optionally ``posterior_predictive`` (y). ArviZ's PSIS treats the
-            ``log_likelihood`` values as the posterior's own likelihood factors; the sampler's
-            posterior holds the pseudo-likelihood instead, and the estimate is optimistic (see
-            :meth:`loo_kfold`).
-        """
-        check_is_fitted(self, "posterior_")
-        tree = diagnostics.build_datatree(
-            self.posterior_,
-            self.sample_stats_,
-            kernel_names=self.kernel_names_,
-            classes=self.classes_,
-            y=self.y_train_,
-            log_likelihood=getattr(self, "log_likelihood_", None),
-            attrs={
-                "inference_library": "bayesmkl (BM3KL Gibbs sampler in NumPyro)",
-                "sampler": str(self.sampler),
-            },
-        )
-        if not posterior_predictive:
-            return tree
-        return diagnostics.add_posterior_predictive(
-            tree, self._train_proba_draws(X), self.classes_, random_state=random_state
-        )
-
-    @with_x64
-    def _train_proba_draws(self, X=None) -> np.ndarray:
-        """Per-draw probabilities of the training points, ``(chains, draws, N, K)``."""
-        pool = self.kernel_input_.pool
-        if X is not None:
-            P = self.proba_draws(X)
-        elif pool is not None:
-            w, a, b = self._flat_draws()
-            F = check_predictions(
-                draw_decision_values(w, a, b, pool.train_kernels()),
-                "decision values",
-                posterior=self.posterior_,
-            )
-            P = self._proba_draws_of(F)
-        else:
-            raise ValueError(
-                "with kernels='precomputed' the fit keeps no training kernels: pass them, "
-                "to_datatree(posterior_predictive=True, X=K_train) with K_train (P, N, N)"
-            )
-        if P.shape[1] != self.kernel_input_.n_train:
-            raise ValueError(
-                f"X has {P.shape[1]} points but the model was trained on "
-                f"{self.kernel_input_.n_train}: posterior predictive checks need the training data"
-            )
-        chains, draws = self.posterior_["w"].shape[:2]
-        return P.reshape((chains, draws) + P.shape[1:])
-
-    def loo_kfold(self):
-        """K-fold cross-validated ELPD of the training labels, as an ArviZ result.
-
-        Reuses the cross-fitting of ``calibration`` (no new fits): ``elpd_i`` is the calibrated
-        log predictive of training point i under the fold fit that held it out. Pass several
-        to ``arviz.compare({"pool A": clf_a.loo_kfold(), "pool B": clf_b.loo_kfold()})`` to
-        compare kernel pools or hyper-parameters.
-
-        Prefer it to ``arviz.loo(clf.to_datatree())``, which runs but is optimistic for BM3KL:
-        PSIS reweights posterior draws in which every training point is fitted at margin ≈ 1,
-        so it barely moves (measured on Heart: PSIS elpd/N = −0.06, k-fold −0.42, test
-        log-loss 0.40; see :mod:`bayesmkl.calibration`).
-
-        Returns
-        -------
-        arviz_stats.ELPDDataLOOKFold
-        """
-        check_is_fitted(self, "posterior_")
-        if getattr(self, "oof_log_predictive_", None) is None:
-            raise ValueError("loo_kfold needs a calibrated fit (calibration='cv' or an int)")
-        return _calibration.kfold_elpd(
-            self.oof_log_predictive_, self.log_likelihood_, self.calibrator_.n_folds
-        )
-
-    @with_x64
-    def predict_datatree(self, X):
-        """:meth:`to_datatree` plus a ``predictions`` group: per-draw probabilities of ``X``.
-
-        Returns
-        -------
-        xarray.DataTree
-            ``predictions.proba`` has dims ``(chain, draw, obs, class)``.
-        """
-        P = self.proba_draws(X)
-        chains, draws = self.posterior_["w"].shape[:2]
-        P = P.reshape((chains, draws) + P.shape[1:])
-        return diagnostics.add_predictions(self.to_datatree(), P, self.classes_)
+    def _earlier_run(self) -> Resume:
+        """The stored draws and run report as a :class:`~bayesmkl.inference.runlength.Resume`."""
+        stats = self.sample_stats_
+        extra = {
+            "accept_prob": stats["acceptance_rate"],
+            "diverging": stats["diverging"],
+            "potential_energy": stats["potential_energy"],
+            "step_size": stats["step_size"],
+        }
+        r = self.run_report_
+        return Resume(dict(self.posterior_), extra, r.thinning, r.num_samples, r.seconds)
 
     def save(self, path) -> None:
         """Save the fitted classifier as one netCDF file (see :func:`bayesmkl.io.save`)."""
@@ -803,45 +434,3 @@ class BM3KLClassifier(ClassifierMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = self.random_state is None
         return tags
-
-
-def _run_monitor(K, seed):
-    """``monitor(draws) -> {"w": (chains, draws, P), "f": (chains, draws, n·C)}``: what the
-    run-length rule checks. ``f`` are held-in decision values of at most
-    ``MAX_MONITORED_POINTS`` training points (a subset fixed by ``seed``)."""
-    N = K.shape[-1]
-    idx = np.arange(N)
-    if N > MAX_MONITORED_POINTS:
-        rng = np.random.default_rng(seed)
-        idx = np.sort(rng.choice(N, MAX_MONITORED_POINTS, replace=False))
-    K_sub = np.asarray(K)[:, idx, :]
-
-    def monitor(draws):
-        w, a, b = (np.asarray(draws[k]) for k in ("w", "a", "b"))
-        chains, n_draws = w.shape[:2]
-        flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
-        F = np.asarray(draw_decision_values(flat(w), flat(a), flat(b), K_sub))
-        return {"w": w, "f": F.reshape(chains, n_draws, -1)}
-
-    return monitor
-
-
-def _choice(name, value, options):
-    if value not in options:
-        raise ValueError(f"{name} must be one of {options}; got {value!r}")
-
-
-def _positive(name, value, allow_zero=False):
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
-    if not ok or value < 0 or (value == 0 and not allow_zero):
-        need = "non-negative" if allow_zero else "positive"
-        raise ValueError(f"{name} must be a finite {need} number; got {value!r}")
-
-
-def _is_int(value, minimum):
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= minimum
-
-
-def _integer(name, value, minimum):
-    if not _is_int(value, minimum):
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")

@@ -110,8 +110,7 @@ def pool_from_state(meta: dict, arrays: dict | None = None) -> KernelPool:
 
     Notes
     -----
-    Restoring the fitted state sets the pool's fitted attributes directly (``KernelPool`` has
-    no public from-state constructor), including its private fit signature.
+    The fitted state is restored by :meth:`KernelPool.restore_fitted`, without refitting.
     """
     specs = [
         KernelSpec(d["kind"], d["param"],
@@ -129,10 +128,9 @@ def pool_from_state(meta: dict, arrays: dict | None = None) -> KernelPool:
         n_features=meta["n_features"],
     )
     if arrays:
-        for attr in _POOL_ARRAYS:
-            setattr(pool, attr, arrays.get(attr))
-        pool.n_features_in_ = int(meta["n_features_in"])
-        pool._fit_signature = pool._signature()
+        pool.restore_fitted(
+            int(meta["n_features_in"]), **{attr: arrays.get(attr) for attr in _POOL_ARRAYS}
+        )
     return pool
 
 

@@ -18,11 +18,25 @@ log L(λ)           Σ [−½ log(2πλ) − (λ + ζ)² / (2λ)]           (aug
 ψ(f)               2f + 2s·clip(f, −1, 1)                       (prediction, §6)
 =================  ==============================================================
 
+Sample weights (``weight``, shape ``(N,)``, broadcast over the classifier axis): point i's
+factor is raised to the power ϖ_i ≥ 0, i.e. log L' = Σ ϖ_i [log(γ0/s) − ζ − s|ζ|] + const.
+Because exp{−ϖ(ζ + s|ζ|)} is the same hinge-type factor at the scaled slack ϖζ, the
+augmentation is exact with ζ replaced by ϖζ: (λ + ϖζ)² / (2λ) in (5), λ | rest ~
+GIG(1/2, s², ϖ²ζ²), and given λ a Gaussian regression with T = δ(1 + λ/ϖ), V = λ/ϖ². A zero
+weight removes the point's likelihood term (its sample weight a_i and kernel column stay in
+the model, as in :class:`~bayesmkl.baselines.BM3KLMAP`); ``weight=None`` is the unweighted
+model, computed exactly as before.
+
 """
 
 from __future__ import annotations
 
 import jax.numpy as jnp
+
+#: Smallest sample weight used in (T, V): a zero weight becomes 1e-100, whose pseudo-observation
+#: has variance λ·1e200 and so carries relative information 1e-200 (none in float64), while T
+#: and V stay finite.
+WEIGHT_FLOOR = 1e-100
 
 
 def s_of(gamma0):
@@ -30,35 +44,43 @@ def s_of(gamma0):
     return jnp.sqrt(1.0 + 2.0 * gamma0)
 
 
-def margin_slack(f, delta):
-    """ζ = 1 − δ ⊙ f, shape of ``f``."""
-    return 1.0 - delta * f
+def margin_slack(f, delta, weight=None):
+    """ζ = 1 − δ ⊙ f, shape of ``f``; with sample weights ϖ ``(N,)`` the scaled slack ϖ ⊙ ζ."""
+    zeta = 1.0 - delta * f
+    return zeta if weight is None else weight * zeta
 
 
-def pseudo_observations(delta, lam):
+def pseudo_observations(delta, lam, weight=None):
     """Pseudo-targets and noise variances ``(T, V)`` of the augmented likelihood, ``(C, N)`` each.
 
     With T = δ ⊙ (1 + λ) and V = λ, (λ + ζ)²/λ = (T − f)²/V because δ² = 1: given λ the
     augmented pseudo-likelihood is a Gaussian regression of T on f with noise variances V
     (spec §3.2). Every Gaussian step (the (a, b) draw, the w-moves) is written in (T, V).
+    With sample weights ϖ, (λ + ϖζ)²/λ = (T − f)²/V for T = δ(1 + λ/ϖ), V = λ/ϖ² (weights
+    below :data:`WEIGHT_FLOOR` are raised to it, so that a zero weight stays finite).
     """
-    return delta * (1.0 + lam), lam
+    if weight is None:
+        return delta * (1.0 + lam), lam
+    wt = jnp.maximum(weight, WEIGHT_FLOOR)
+    return delta * (1.0 + lam / wt), lam / wt**2
 
 
-def log_pseudo_likelihood_terms(f, delta, gamma0):
+def log_pseudo_likelihood_terms(f, delta, gamma0, weight=None):
     """Elementwise terms of :func:`log_pseudo_likelihood`, shape of ``f``.
 
     Summed over the classifier axis they give each training point's factor in the posterior
-    (e.g. for leave-one-out importance ratios).
+    (e.g. for leave-one-out importance ratios). With sample weights ϖ the terms are those of
+    the weighted model, log(γ0/s) − ϖζ − s|ϖζ| (the λ integral of the weighted augmented
+    factor; it is ϖ times the unweighted term plus a constant).
     """
-    zeta = margin_slack(f, delta)
+    zeta = margin_slack(f, delta, weight)
     if float(gamma0) == 0.0:
         return -2.0 * jnp.maximum(zeta, 0.0)
     s = s_of(gamma0)
     return jnp.log(gamma0 / s) - zeta - s * jnp.abs(zeta)
 
 
-def log_pseudo_likelihood(f, delta, gamma0):
+def log_pseudo_likelihood(f, delta, gamma0, weight=None):
     """Marginal log pseudo-likelihood summed over all (c, i): log L (γ0 = 0) or log L' (γ0 > 0).
 
     Parameters
@@ -67,13 +89,18 @@ def log_pseudo_likelihood(f, delta, gamma0):
         Decision values and signed targets.
     gamma0 : float
         Rate of the Exp(γ0) prior on λ; 0 selects the flat prior and the hinge form (2).
+    weight : array (N,), optional
+        Sample weights ϖ ≥ 0 (module docstring).
     """
-    return jnp.sum(log_pseudo_likelihood_terms(f, delta, gamma0))
+    return jnp.sum(log_pseudo_likelihood_terms(f, delta, gamma0, weight))
 
 
-def log_augmented_likelihood(f, delta, lam):
-    """Augmented log pseudo-likelihood Σ [−½ log(2πλ) − (λ + ζ)²/(2λ)] (eq. 5), no λ prior."""
-    zeta = margin_slack(f, delta)
+def log_augmented_likelihood(f, delta, lam, weight=None):
+    """Augmented log pseudo-likelihood Σ [−½ log(2πλ) − (λ + ϖζ)²/(2λ)] (eq. 5), no λ prior.
+
+    ϖ = 1 without sample weights.
+    """
+    zeta = margin_slack(f, delta, weight)
     return jnp.sum(-0.5 * jnp.log(2.0 * jnp.pi * lam) - (lam + zeta) ** 2 / (2.0 * lam))
 
 

@@ -82,7 +82,7 @@ def signed_targets(codes, n_classes: int, binary_mode: str = "single"):
 DEFAULT_HYPER = Hyper()
 
 
-def bm3kl_model(K, delta, hyper: Hyper = DEFAULT_HYPER, augmented: bool = True):
+def bm3kl_model(K, delta, weight=None, hyper: Hyper = DEFAULT_HYPER, augmented: bool = True):
     """NumPyro model of BM3KL.
 
     Parameters
@@ -91,6 +91,9 @@ def bm3kl_model(K, delta, hyper: Hyper = DEFAULT_HYPER, augmented: bool = True):
         Training kernels (symmetric).
     delta : array (C, N)
         Signed targets Δ.
+    weight : array (N,), optional
+        Sample weights ϖ ≥ 0: point i's likelihood factor is raised to the power ϖ_i
+        (:mod:`bayesmkl.likelihood`); ``None`` is the unweighted model.
     hyper : Hyper
         Hyper-parameters.
     augmented : bool
@@ -117,12 +120,12 @@ def bm3kl_model(K, delta, hyper: Hyper = DEFAULT_HYPER, augmented: bool = True):
         else:
             lam_prior = dist.ImproperUniform(constraints.positive, (), (C, N))
         lam = numpyro.sample("lam", lam_prior)
-        numpyro.factor("pseudo_lik", log_augmented_likelihood(f, delta, lam))
+        numpyro.factor("pseudo_lik", log_augmented_likelihood(f, delta, lam, weight))
     else:
-        numpyro.factor("pseudo_lik", log_pseudo_likelihood(f, delta, hyper.gamma0))
+        numpyro.factor("pseudo_lik", log_pseudo_likelihood(f, delta, hyper.gamma0, weight))
 
 
-def log_joint(z, f, delta, hyper: Hyper):
+def log_joint(z, f, delta, hyper: Hyper, weight=None):
     """log p(e, varsigma, nu, a, b, lam, data) of the augmented model, without Jacobians.
 
     The same density as :func:`bm3kl_model` (``augmented=True``) evaluated at the constrained
@@ -130,7 +133,8 @@ def log_joint(z, f, delta, hyper: Hyper):
     already formed; the sampler reports its negative as ``potential_energy``. Tested against
     NumPyro's ``log_density`` of the model. With γ0 = 0 the flat prior of λ contributes 0.
     Every hyper-parameter may be a traced JAX value (the sampler carries them in its state so
-    that one compiled sweep serves all their values).
+    that one compiled sweep serves all their values). ``weight``: optional sample weights
+    ``(N,)`` of the weighted model.
     """
     P = z["e"].shape[0]
     eta = jnp.broadcast_to(jnp.asarray(hyper.eta, dtype=jnp.float64), (P,))
@@ -143,4 +147,4 @@ def log_joint(z, f, delta, hyper: Hyper):
     positive = gamma0 > 0
     lam_lp = dist.Exponential(jnp.where(positive, gamma0, 1.0)).log_prob(z["lam"]).sum()
     lp += jnp.where(positive, lam_lp, 0.0)
-    return lp + log_augmented_likelihood(f, delta, z["lam"])
+    return lp + log_augmented_likelihood(f, delta, z["lam"], weight)

@@ -12,7 +12,11 @@ Protocol (spec ``baselines.md``, paper A, "Protocol A"):
   grid point), on sub-blocks of the training kernels; the selected model is refitted on the
   whole training part (this refit is what "training time" measures: precomputed kernels, one
   process) and scored on the test part;
-* methods: AveKernel, SimpleMKL, L2MKL, LpMKL, SM1MKL, SM2MKL (and SGMKL with ``--methods``);
+* methods: AveKernel, SimpleMKL, L2MKL, LpMKL, SM1MKL, SM2MKL (and SGMKL with ``--methods``),
+  plus the Bayesian rows BM3KL (``BM3KLClassifier`` with its defaults: collapsed sampler, 4
+  chains run until R-hat ≤ 1.01 and ESS ≥ 400 or the ``--bm3kl-max-time`` budget; accuracy only,
+  so ``calibration=None``) and BEMKL (variational Bayes, defaults); these two have no grid, so
+  no CV: the same model is fitted on the training part of every split;
 * grids (full): C ∈ {0.01, 0.1, 1, 10, 100}; Lp p ∈ {1, 32/31, 16/15, 8/7, 4/3, 2, 3, ∞};
   SGMKL v ∈ {0, 0.1, …, 1}; SM1MKL θ = 1/(νM), ν ∈ {1/M, 0.1, …, 1}; SM2MKL θ ∈ {1e-5, …, 1e5}.
 
@@ -47,7 +51,15 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bayesmkl.baselines import SGMKL, AverageMKL, LpMKL, SimpleMKL, SoftMarginMKL  # noqa: E402
+from bayesmkl import BM3KLClassifier  # noqa: E402
+from bayesmkl.baselines import (  # noqa: E402
+    BEMKL,
+    SGMKL,
+    AverageMKL,
+    LpMKL,
+    SimpleMKL,
+    SoftMarginMKL,
+)
 from bayesmkl.kernels.pool import KernelPool  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
@@ -114,8 +126,10 @@ PUBLISHED_TIME = {
 }
 PAPER_NAMES = {"heart": "Heart", "pima": "Diabetes", "ionosphere": "Ionosphere"}
 
-DEFAULT_METHODS = ("AveKernel", "SimpleMKL", "L2MKL", "LpMKL", "SM1MKL", "SM2MKL")
+DEFAULT_METHODS = ("AveKernel", "SimpleMKL", "L2MKL", "LpMKL", "SM1MKL", "SM2MKL", "BM3KL", "BEMKL")
 ALL_METHODS = DEFAULT_METHODS + ("SGMKL",)
+#: Methods without a hyper-parameter grid (fitted with their defaults; no CV).
+NO_GRID = ("BM3KL", "BEMKL")
 
 FULL = dict(
     splits=10,
@@ -145,6 +159,8 @@ QUICK = dict(
 
 def method_grid(method: str, cfg: dict, P: int) -> list[dict]:
     """Hyper-parameter grid of one method (C outermost), ``ν = "1/M"`` resolved with ``P``."""
+    if method in NO_GRID:
+        return [{}]
     extra = {
         "AveKernel": [{}],
         "SimpleMKL": [{}],
@@ -159,6 +175,13 @@ def method_grid(method: str, cfg: dict, P: int) -> list[dict]:
 
 def make_estimator(method: str, params: dict, P: int, cfg: dict):
     """The estimator of ``method`` with ``params`` on precomputed kernels."""
+    if method == "BM3KL":
+        return BM3KLClassifier(
+            kernels="precomputed", calibration=None, progress_bar=False,
+            random_state=cfg.get("split_seed", 0), max_time=cfg.get("bm3kl_max_time"),
+        )  # fmt: skip
+    if method == "BEMKL":
+        return BEMKL(kernels="precomputed")
     common = dict(kernels="precomputed", C=params["C"], svc_tol=cfg["svc_tol"])
     gap = dict(tol=cfg["tol"], max_iter=cfg["max_iter"])
     if method == "AveKernel":
@@ -210,7 +233,13 @@ def run_split(name, X, y, split, methods, cfg, seed, n_jobs):
     grids = {m: method_grid(m, cfg, P) for m in methods}
     # costly methods first, for load balance across workers
     order = sorted(methods, key=lambda m: ["SimpleMKL", "SGMKL", "SM1MKL"].count(m), reverse=True)
-    tasks = [(m, g, f) for m in order for g in range(len(grids[m])) for f in range(len(folds))]
+    tasks = [
+        (m, g, f)
+        for m in order
+        if len(grids[m]) > 1  # a single grid point needs no CV
+        for g in range(len(grids[m]))
+        for f in range(len(folds))
+    ]
     t0 = time.perf_counter()
     out = Parallel(n_jobs=n_jobs)(
         delayed(cv_task)(m, grids[m][g], Ktr, ytr, *folds[f], P, cfg) for m, g, f in tasks
@@ -225,7 +254,7 @@ def run_split(name, X, y, split, methods, cfg, seed, n_jobs):
     for m in methods:
         best = int(np.argmax(scores[m].mean(axis=1)))
         params = grids[m][best]
-        est = make_estimator(m, params, P, cfg)
+        est = make_estimator(m, params, P, {**cfg, "split_seed": rs})
         t0 = time.perf_counter()
         est, warned = fit_quietly(est, Ktr, ytr)
         fit_time = time.perf_counter() - t0
@@ -234,12 +263,19 @@ def run_split(name, X, y, split, methods, cfg, seed, n_jobs):
             acc=100.0 * acc,
             time=fit_time,
             params=params,
-            cv_acc=100.0 * float(scores[m][best].mean()),
-            n_kernels=est.selected_kernels(),
+            cv_acc=100.0 * float(scores[m][best].mean()) if len(grids[m]) > 1 else float("nan"),
+            n_kernels=selected_kernels(est),
             n_iter=int(getattr(est, "n_iter_", 1)),
             refit_hit_max_iter=bool(warned),
             cv_fits_hit_max_iter=cv_warn[m],
         )
+        report = getattr(est, "run_report_", None)
+        if report is not None:  # BM3KL: did the chains converge within the budget?
+            res[m]["run"] = dict(
+                converged=bool(report.converged), stopped_by=report.stopped_by,
+                num_samples=int(report.num_samples), rhat_max=float(report.rhat_max),
+                ess_bulk_min=float(report.ess_bulk_min),
+            )  # fmt: skip
         print(
             f"  {name:10s} split {split}  {m:9s} acc {100 * acc:6.2f}  fit {fit_time:7.2f}s  "
             f"MNK {res[m]['n_kernels']:4d}  {params}",
@@ -247,6 +283,15 @@ def run_split(name, X, y, split, methods, cfg, seed, n_jobs):
         )
     info = dict(P=P, n_train=len(ytr), n_test=len(yte), kernel_time=kernel_time, cv_time=cv_time)
     return res, info
+
+
+def selected_kernels(est, rel_threshold: float = 1e-3) -> int:
+    """Paper A's MNK: kernels with weight above ``rel_threshold · max`` (BM3KL: posterior
+    mean weights; the others define their own ``selected_kernels``)."""
+    if hasattr(est, "selected_kernels"):
+        return est.selected_kernels(rel_threshold)
+    mu = np.abs(np.asarray(est.kernel_weights_))
+    return int(np.sum(mu > rel_threshold * mu.max()))
 
 
 def load(name):
@@ -277,6 +322,9 @@ def summarise(per_split: list[dict], methods) -> dict:
             refits_hit_max_iter=int(sum(r[m]["refit_hit_max_iter"] for r in per_split)),
             cv_fits_hit_max_iter=int(sum(r[m]["cv_fits_hit_max_iter"] for r in per_split)),
         )
+        runs = [r[m]["run"] for r in per_split if "run" in r[m]]
+        if runs:
+            out[m]["runs"] = runs
     return out
 
 
@@ -307,6 +355,20 @@ def _load_note(env: dict) -> str:
         return "."
     a, b = env["loadavg_start"][0], env.get("loadavg_end", [float("nan")])[0]
     return f" (1-min load average {a:.1f} at start, {b:.1f} at end: other jobs shared the CPUs)."
+
+
+def _run_note(runs) -> str:
+    """BM3KL's convergence per split (R-hat, ESS, sweeps, what stopped the run)."""
+    if not runs:
+        return ""
+    ok = sum(r["converged"] for r in runs)
+    worst = max(r["rhat_max"] for r in runs)
+    ess = min(r["ess_bulk_min"] for r in runs)
+    sweeps = [r["num_samples"] for r in runs]
+    return (
+        f"; chains converged (R-hat ≤ 1.01, ESS ≥ 400) in {ok} of {len(runs)} split(s); worst "
+        f"R-hat {worst:.3f}, min bulk ESS {ess:.0f}, sweeps per chain {min(sweeps)}–{max(sweeps)}"
+    )
 
 
 def _fmt(mean, std):
@@ -350,7 +412,7 @@ def write_markdown(path: Path, report: dict) -> None:
     ]
     for name, r in report["results"].items():
         ours = [_fmt(r[m]["acc_mean"], r[m]["acc_std"]) for m in methods]
-        pub = [_fmt(*PUBLISHED[name][m]) if name in PUBLISHED else "–" for m in methods]
+        pub = [_fmt(*PUBLISHED[name][m]) if m in PUBLISHED.get(name, {}) else "–" for m in methods]
         lines.append(f"| {PAPER_NAMES.get(name, name)} (ours) | " + " | ".join(ours) + " |")
         lines.append(f"| {PAPER_NAMES.get(name, name)} (paper) | " + " | ".join(pub) + " |")
     lines += [
@@ -362,7 +424,8 @@ def write_markdown(path: Path, report: dict) -> None:
     ]
     for name, r in report["results"].items():
         ours = [f"{r[m]['time_mean']:.2f}" for m in methods]
-        pub = [f"{PUBLISHED_TIME[name][m]:g}" if name in PUBLISHED_TIME else "–" for m in methods]
+        pt = PUBLISHED_TIME.get(name, {})
+        pub = [f"{pt[m]:g}" if m in pt else "–" for m in methods]
         mnk = [f"{r[m]['mnk_mean']:.1f}" for m in methods]
         label = PAPER_NAMES.get(name, name)
         info = report["data"][name]
@@ -379,8 +442,12 @@ def write_markdown(path: Path, report: dict) -> None:
         )
         for m in methods:
             hit = r[m]["refits_hit_max_iter"] + r[m]["cv_fits_hit_max_iter"]
-            note = f"; {hit} fit(s) stopped at max_iter" if hit else ""
-            lines.append(f"  - {m}: selected {r[m]['params']}{note}")
+            # BM3KL's ConvergenceWarning is its run-length budget, reported by _run_note
+            note = f"; {hit} fit(s) stopped at max_iter" if hit and m != "BM3KL" else ""
+            if m in NO_GRID:
+                lines.append(f"  - {m}: defaults, no CV{note}{_run_note(r[m].get('runs'))}")
+            else:
+                lines.append(f"  - {m}: selected {r[m]['params']}{note}")
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -395,6 +462,10 @@ def main(argv=None):
     ap.add_argument("--folds", type=int, default=None, help="CV folds (default 5, quick 3)")
     ap.add_argument("--n-jobs", type=int, default=os.cpu_count() or 1, help="CV workers")
     ap.add_argument("--seed", type=int, default=0, help="seed of the first split")
+    ap.add_argument(
+        "--bm3kl-max-time", type=float, default=None,
+        help="wall-time budget in s of each BM3KL fit (default: none, up to max_samples sweeps)",
+    )  # fmt: skip
     ap.add_argument("--out", default=str(RESULTS / "xu_table1"), help="output path stem")
     ap.add_argument("--render", metavar="JSON", help="only re-write the .md of a saved .json")
     args = ap.parse_args(argv)
@@ -414,7 +485,8 @@ def main(argv=None):
         ap.error(f"unknown method(s) {unknown}; choose from {ALL_METHODS}")
     datasets = [d.strip().lower() for d in args.datasets.split(",") if d.strip()]
     datasets = ["pima" if d == "diabetes" else d for d in datasets]
-    cfg.update(quick=args.quick, methods=methods, seed=args.seed, n_jobs=args.n_jobs)
+    cfg.update(quick=args.quick, methods=methods, seed=args.seed, n_jobs=args.n_jobs,
+               bm3kl_max_time=args.bm3kl_max_time)  # fmt: skip
 
     report = dict(
         argv=sys.argv[1:] if argv is None else list(argv),

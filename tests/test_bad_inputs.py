@@ -316,8 +316,8 @@ def test_fit_raises_when_the_sampler_diverges(data, monkeypatch):
     Xtr, ytr, _, _ = data
     real = cond.sample_lam
 
-    def poisoned(key, f, delta, gamma0):
-        lam = real(key, f, delta, gamma0)
+    def poisoned(key, f, delta, gamma0, weight=None):
+        lam = real(key, f, delta, gamma0, weight)
         return lam.at[0, 0].set(np.nan)
 
     monkeypatch.setattr(cond, "sample_lam", poisoned)

@@ -31,9 +31,9 @@ from bayesmkl.predict import draw_probabilities
 # --------------------------------------------------------------------------------------------
 
 
-def _blocks(F, codes, log_w=None):
+def _blocks(F, codes, log_w=None, pw=None):
     lw = np.full(F.shape[:2], -np.log(F.shape[0])) if log_w is None else log_w
-    return [(F, codes, lw)]
+    return [(F, codes, lw, np.ones(F.shape[1]) if pw is None else pw)]
 
 
 def _standard_errors(F, codes, theta, single):
@@ -84,27 +84,47 @@ def test_recovers_shared_temperature_multiclass():
     assert cal.intercept == 0.0 and cal.n_classifiers == 3 and cal.n_folds == 2
 
 
+@pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("C", [1, 3])
-def test_gradient_matches_finite_differences(C):
+def test_gradient_matches_finite_differences(C, weighted):
     rng = np.random.default_rng(2)
     S, n = 6, 40
     F = rng.normal(scale=2.0, size=(S, n, C))
     codes = rng.integers(0, 2 if C == 1 else C, size=n)
     log_w = rng.normal(size=(S, n))
     log_w -= logsumexp(log_w, axis=0)
-    blocks = _blocks(F, codes, log_w)
+    pw = rng.exponential(size=n) * (rng.random(n) > 0.2) if weighted else np.ones(n)
+    blocks = _blocks(F, codes, log_w, pw)
     theta = np.array([0.8, 0.3 if C == 1 else 0.0])
-    _, g = _nll_and_grad(theta, blocks, C == 1, n)
+    total = pw.sum()
+    _, g = _nll_and_grad(theta, blocks, C == 1, total)
     for j in range(2 if C == 1 else 1):
         e = np.zeros(2)
         e[j] = 1e-6
-        fd = (_nll_and_grad(theta + e, blocks, C == 1, n)[0]
-              - _nll_and_grad(theta - e, blocks, C == 1, n)[0]) / 2e-6  # fmt: skip
+        fd = (_nll_and_grad(theta + e, blocks, C == 1, total)[0]
+              - _nll_and_grad(theta - e, blocks, C == 1, total)[0]) / 2e-6  # fmt: skip
         assert abs(fd - g[j]) < 1e-6 * max(1.0, abs(g[j]))
-    # and the loss is the weighted log predictive written out directly
+    # and the loss is the (point-)weighted log predictive written out directly
     lp = log_proba_draws(F, *theta)[:, np.arange(n), codes]
-    direct = -np.mean(np.log(np.sum(np.exp(log_w) * np.exp(lp), axis=0)))
-    assert _nll_and_grad(theta, blocks, C == 1, n)[0] == pytest.approx(direct, rel=1e-12)
+    direct = -np.average(np.log(np.sum(np.exp(log_w) * np.exp(lp), axis=0)), weights=pw)
+    assert _nll_and_grad(theta, blocks, C == 1, total)[0] == pytest.approx(direct, rel=1e-12)
+
+
+def test_point_weights_equal_repeated_points():
+    """An integer point weight in the calibrator's loss is the same as repeating the point."""
+    rng = np.random.default_rng(5)
+    S, n = 8, 30
+    F = rng.normal(scale=1.5, size=(S, n, 1))
+    codes = rng.integers(0, 2, size=n)
+    reps = rng.integers(0, 3, size=n)
+    reps[:2] = (1, 2)  # both classes keep weight
+    a = fit_calibrator([F], [codes], gamma0=100.0, point_weights=[reps.astype(float)])
+    idx = np.repeat(np.arange(n), reps)
+    b = fit_calibrator([F[:, idx]], [codes[idx]], gamma0=100.0)
+    assert a.temperature == pytest.approx(b.temperature, rel=1e-6)
+    assert a.intercept == pytest.approx(b.intercept, rel=1e-6, abs=1e-8)
+    with pytest.raises(ValueError, match="zero total weight"):
+        fit_calibrator([F], [codes], gamma0=100.0, point_weights=[np.zeros(n)])
 
 
 def test_log_proba_draws_finite_and_normalised_at_extremes():
@@ -213,17 +233,20 @@ class _Recorder(BaseEstimator):
     """Clonable stand-in: remembers what it was fitted on; decision draws = row sums."""
 
     log: list = []
+    weights: list = []
 
     def __init__(self, kernels="bsvm16", calibration="cv", kernel_dtype="float64",
-                 progress_bar=True, random_state=None):  # fmt: skip
+                 progress_bar=True, random_state=None, class_weight="balanced"):  # fmt: skip
         self.kernels = kernels
         self.calibration = calibration
         self.kernel_dtype = kernel_dtype
         self.progress_bar = progress_bar
         self.random_state = random_state
+        self.class_weight = class_weight
 
-    def fit(self, K, y):
+    def fit(self, K, y, sample_weight=None):
         _Recorder.log.append((self.get_params(), K.copy(), np.asarray(y).copy()))
+        _Recorder.weights.append(sample_weight)
         warnings.warn("R-hat is high", UserWarning, stacklevel=1)
         return self
 
@@ -247,11 +270,31 @@ def test_crossfit_slices_kernels_and_clones_parameters():
     for k, ((params, Kfit, yfit), F, va) in enumerate(runs):
         tr = np.setdiff1d(np.arange(N), va)
         assert params == {"kernels": "precomputed", "calibration": None, "kernel_dtype": None,
-                          "progress_bar": False, "random_state": 11 + k}  # fmt: skip
+                          "progress_bar": False, "random_state": 11 + k,
+                          "class_weight": None}  # fmt: skip
         np.testing.assert_array_equal(Kfit, K[:, tr][:, :, tr])
         np.testing.assert_array_equal(yfit, y[tr])
         np.testing.assert_allclose(F[0, :, 0], K[:, va][:, :, tr].sum(axis=(0, 2)))
         assert np.bincount(y[va]).tolist() == [5, 5]  # stratified
+
+
+def test_crossfit_passes_fold_weights_without_class_weight():
+    """The fold fits get their slice of the effective sample weights, and class_weight=None
+    (class weights are already in the effective weights: they must not be applied twice)."""
+    N = 30
+    K = np.zeros((1, N, N))
+    y = np.repeat([0, 1], 15)
+    sw = np.arange(1.0, N + 1)
+    _Recorder.log, _Recorder.weights = [], []
+    with pytest.warns(UserWarning):
+        _, index = crossfit_decision_draws(_Recorder(), K, y, n_folds=3, seed=0, sample_weight=sw)
+    for (params, _, _), w, va in zip(_Recorder.log, _Recorder.weights, index, strict=True):
+        assert params["class_weight"] is None
+        np.testing.assert_array_equal(w, sw[np.setdiff1d(np.arange(N), va)])
+    _Recorder.weights = []
+    with pytest.warns(UserWarning):
+        crossfit_decision_draws(_Recorder(), K, y, n_folds=3, seed=0)
+    assert _Recorder.weights == [None, None, None]
 
 
 def test_crossfit_fold_count_follows_the_smallest_class():

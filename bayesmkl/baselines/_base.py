@@ -21,41 +21,14 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_is_fitted
 
-from bayesmkl._checks import check_label_types
+from bayesmkl._validation import signed_targets, validate_labels
 from bayesmkl._weights import effective_sample_weight
 from bayesmkl._x64 import with_x64
 from bayesmkl.kernels.input import KernelInput
-from bayesmkl.model import signed_targets as _model_signed_targets
 
-
-def validate_labels(y, n_samples: int):
-    """Encode labels; return ``(classes, codes)``; refuse one class, a length mismatch or labels
-    that mix numbers and strings."""
-    check_label_types(y)
-    y = np.asarray(y)
-    if y.ndim != 1:
-        raise ValueError(f"y must be one-dimensional; got shape {y.shape}")
-    if y.shape[0] != n_samples:
-        raise ValueError(
-            f"X and y have different lengths: {n_samples} samples in X, {y.shape[0]} labels in y"
-        )
-    enc = LabelEncoder().fit(y)
-    if len(enc.classes_) < 2:
-        raise ValueError(
-            f"y has a single class ({enc.classes_[0]!r}); a classifier needs at least two"
-        )
-    return enc.classes_, enc.transform(y)
-
-
-def signed_targets(codes: np.ndarray, n_classes: int) -> np.ndarray:
-    """±1 targets ``(C, N)``: one row for a binary problem, one row per class otherwise.
-
-    The model's own encoding (:func:`bayesmkl.model.signed_targets`, binary mode "single").
-    """
-    return _model_signed_targets(codes, n_classes, "single")
+__all__ = ["MKLClassifierBase", "signed_targets", "validate_labels"]
 
 
 class MKLClassifierBase(ClassifierMixin, BaseEstimator):

@@ -9,29 +9,14 @@ many iterations and seconds, and what did not converge.
 
 from __future__ import annotations
 
-import math
-import numbers
 import time
 import warnings
 
 from sklearn.exceptions import ConvergenceWarning
 
+from bayesmkl._validation import check_max_time
+
 __all__ = ["Budget", "check_max_time"]
-
-
-def check_max_time(max_time) -> float | None:
-    """``None`` or a positive finite number of seconds, else ``ValueError``."""
-    if max_time is None:
-        return None
-    ok = (
-        isinstance(max_time, numbers.Real)
-        and not isinstance(max_time, bool)
-        and math.isfinite(max_time)
-        and max_time > 0
-    )
-    if not ok:
-        raise ValueError(f"max_time must be None or a positive number of seconds; got {max_time!r}")
-    return float(max_time)
 
 
 class Budget:

@@ -2,136 +2,34 @@
 
 Problem: ``min_{μ ≥ 0, ‖μ‖_p ≤ 1} J(μ)``, ``J(μ) = Σ_c max_{α_c} [1ᵀα_c − Σ_m μ_m h_{c,m}(α_c)]``
 (C-SVC duals, one per one-vs-rest problem, weights shared). Its dual is
-``max_α Σ_c 1ᵀα_c − ‖H(α)‖_q`` with ``1/p + 1/q = 1``.
-
-This module also holds :func:`alternating_mkl`, the block-coordinate scheme shared by every
-analytic-update MKL of the package (Lp-MKL here, SM1MKL in :mod:`.softmargin`, SGMKL in
-:mod:`.sgmkl`): alternately solve the SVMs at ``μ`` and replace ``μ`` by
-``argmin_{μ ∈ set} Σ_m a_m/μ_m`` with ``a_m = ½‖w_m‖² = μ_m² H_m``. It is exact block
-minimisation of the jointly convex primal ``½Σ_m ‖w_m‖²/μ_m + C·loss``, so ``J`` never increases.
+``max_α Σ_c 1ᵀα_c − ‖H(α)‖_q`` with ``1/p + 1/q = 1``. Solved by
+:func:`._solvers.alternating_mkl` with Kloft's closed-form weight step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
-from bayesmkl.baselines._base import MKLClassifierBase
-from bayesmkl.baselines._budget import Budget, check_max_time
+from bayesmkl._validation import Interval, check_param
 from bayesmkl.baselines._simplex import lp_min_ratio, lp_support
-from bayesmkl.baselines.average import (
+from bayesmkl.baselines._solvers import (
+    IterativeMKLClassifier,
     MKLFit,
-    check_int,
-    check_positive,
+    SolverOptions,
+    alternating_mkl,
     relative_gap,
+    shared_doc,
     solve_at_weights,
-    store_fit,
 )
-
-
-def alternating_mkl(
-    K: np.ndarray,
-    Y: np.ndarray,
-    *,
-    C: float,
-    mu0: np.ndarray,
-    mu_step: Callable[[np.ndarray], np.ndarray],
-    support: Callable[[np.ndarray], float],
-    tol: float,
-    max_iter: int,
-    svc_tol: float,
-    criterion: str = "gap",
-    name: str = "MKL",
-    max_time: float | None = None,
-    sample_weight: np.ndarray | None = None,
-) -> MKLFit:
-    """Alternate SVM solves and the analytic weight step until the stopping rule holds.
-
-    Parameters
-    ----------
-    K : ndarray (P, N, N)
-        Training kernels.
-    Y : ndarray (C, N)
-        ±1 targets.
-    C : float
-        SVM box constraint.
-    mu0 : ndarray (P,)
-        Initial weights (a point of the weight set).
-    mu_step : callable
-        ``a: (P,) → μ: (P,)``, the minimiser of ``Σ a_m/μ_m`` over the weight set.
-    support : callable
-        ``H: (P,) → max_{μ ∈ set} μᵀH``; the duality gap is ``support(H) − μᵀH``.
-    tol : float
-        Stopping tolerance.
-    max_iter : int
-        Maximal number of weight updates.
-    svc_tol : float
-        libsvm tolerance.
-    criterion : {"gap", "objective"}
-        ``"gap"``: stop when the relative duality gap is ``≤ tol``; ``"objective"``: stop when
-        the relative change of ``J`` over one update is ``≤ tol``.
-    name : str
-        Used in the convergence warning.
-    max_time : float, optional
-        Wall-clock budget in seconds (checked between weight updates); hitting it or
-        ``max_iter`` warns with :class:`~sklearn.exceptions.ConvergenceWarning`.
-    sample_weight : ndarray (N,), optional
-        Per-point box scaling ``0 ≤ α_i ≤ C·s_i`` (see :func:`.average.solve_at_weights`).
-
-    Returns
-    -------
-    MKLFit
-    """
-    budget = Budget(name, max_iter, max_time, unit="weight updates")
-    s = solve_at_weights(K, Y, mu0, C, svc_tol, sample_weight=sample_weight)
-    history = [s.J]
-
-    def gap_of(state):
-        return relative_gap(support(state.H) - state.mu @ state.H, state.J)
-
-    n_iter = 0
-    converged = criterion == "gap" and gap_of(s) <= tol
-    while not converged and not budget.exhausted(n_iter):
-        new = solve_at_weights(
-            K, Y, mu_step(s.mu**2 * s.H), C, svc_tol, sample_weight=sample_weight
-        )
-        n_iter += 1
-        history.append(new.J)
-        if criterion == "gap":
-            s = new
-            converged = gap_of(s) <= tol
-        else:
-            converged = abs(new.J - s.J) <= tol * abs(new.J)
-            s = new
-    if not converged:
-        budget.warn(n_iter, "duality gap" if criterion == "gap" else "objective")
-    return MKLFit(s, np.array(history), n_iter, gap_of(s))
 
 
 def check_p(p) -> float:
     """Return ``float(p)`` if ``p ≥ 1`` (``np.inf`` allowed), else raise ``ValueError``."""
-    try:
-        ok = not isinstance(p, bool) and float(p) >= 1.0  # NaN compares False
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise ValueError(f"p must be a number >= 1 (np.inf allowed); got {p!r}")
-    return float(p)
+    return float(check_param("p", p, [Interval("real", 1, None, closed="left", allow_inf=True)]))
 
 
 def solve_lp_mkl(
-    K: np.ndarray,
-    Y: np.ndarray,
-    *,
-    p: float,
-    C: float,
-    tol: float,
-    max_iter: int,
-    svc_tol: float,
-    name: str = "LpMKL",
-    max_time: float | None = None,
-    sample_weight: np.ndarray | None = None,
+    K: np.ndarray, Y: np.ndarray, opts: SolverOptions, *, p: float, name: str = "LpMKL"
 ) -> MKLFit:
     """Lp-MKL by Kloft's analytic update, from the uniform point ``P^{-1/p}`` of the Lp sphere.
 
@@ -141,14 +39,12 @@ def solve_lp_mkl(
     ----------
     K : ndarray (P, N, N)
     Y : ndarray (C, N)
+    opts : SolverOptions
+        As in :func:`._solvers.alternating_mkl` (``tol`` on the relative objective change).
     p : float
         ``p ≥ 1`` or ``np.inf``.
-    C, tol, max_iter, svc_tol, max_time
-        As in :func:`alternating_mkl`.
     name : str
         Used in the convergence warning.
-    sample_weight : ndarray (N,), optional
-        Per-point box scaling ``0 ≤ α_i ≤ C·s_i`` (see :func:`.average.solve_at_weights`).
 
     Returns
     -------
@@ -157,26 +53,24 @@ def solve_lp_mkl(
     """
     P = K.shape[0]
     if np.isinf(p):
-        s = solve_at_weights(K, Y, np.ones(P), C, svc_tol, sample_weight=sample_weight)
+        s = solve_at_weights(
+            K, Y, np.ones(P), opts.C, opts.svc_tol, sample_weight=opts.sample_weight
+        )
         return MKLFit(s, np.array([s.J]), 0, relative_gap(lp_support(s.H, p) - s.mu @ s.H, s.J))
     return alternating_mkl(
         K,
         Y,
-        C=C,
+        opts,
         mu0=np.full(P, P ** (-1.0 / p)),
         mu_step=lambda a: lp_min_ratio(a, p),
         support=lambda H: lp_support(H, p),
-        tol=tol,
-        max_iter=max_iter,
-        svc_tol=svc_tol,
         criterion="objective",
         name=name,
-        max_time=max_time,
-        sample_weight=sample_weight,
     )
 
 
-class LpMKL(MKLClassifierBase):
+@shared_doc
+class LpMKL(IterativeMKLClassifier):
     """Lp-norm MKL, ``‖μ‖_p ≤ 1``, by Kloft's analytic update (p = 1 … ∞).
 
     Alternates the one-vs-rest C-SVC solutions at ``μ`` and
@@ -192,35 +86,23 @@ class LpMKL(MKLClassifierBase):
 
     Parameters
     ----------
-    kernels : str or KernelPool, default="simplemkl"
-        Kernel specification (see :mod:`bayesmkl.kernels.input`).
+    {{kernels}}
     p : float, default=2.0
         Norm, ``p ≥ 1`` or ``np.inf``.
-    C : float, default=1.0
-        SVM box constraint.
+    {{C}}
     tol : float, default=1e-5
         Relative objective change at which to stop.
     max_iter : int, default=1000
         Maximal number of weight updates.
-    svc_tol : float, default=1e-6
-        libsvm stopping tolerance.
-    max_time : float or None, default=None
-        Wall-clock budget in seconds; stopping on it (or on ``max_iter``) keeps the last
-        weights and issues a ``ConvergenceWarning`` that names the limit.
-    class_weight : None, "balanced" or dict, default=None
-        Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
-        ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.
-    kernel_names : sequence of str, optional
-        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
-        with a pool, which names its kernels itself.
+    {{solver_params}}
 
     Attributes
     ----------
     kernel_weights_ : ndarray (P,)
         Weights on the unit Lp sphere.
-    normalized_weights_ : ndarray (P,)
-        ``kernel_weights_ / kernel_weights_.sum()``.
+    {{normalized_weights_}}
     dual_coef_ : ndarray (C, N)
+        Signed dual coefficients ``α_c ∘ y_c`` (``C = 1`` for binary problems).
     intercept_ : ndarray (C,)
     objective_ : ndarray (n_iter_ + 1,)
         ``J(μ)`` after each update (non-increasing up to the SVM tolerance).
@@ -243,30 +125,12 @@ class LpMKL(MKLClassifierBase):
         class_weight=None,
         kernel_names=None,
     ):
-        self.kernels = kernels
+        super().__init__(kernels, C, tol, max_iter, svc_tol, max_time, class_weight, kernel_names)
         self.p = p
-        self.C = C
-        self.tol = tol
-        self.max_iter = max_iter
-        self.svc_tol = svc_tol
-        self.max_time = max_time
-        self.class_weight = class_weight
-        self.kernel_names = kernel_names
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
-        fit = solve_lp_mkl(
-            K,
-            Y,
-            p=check_p(self.p),
-            C=check_positive("C", self.C),
-            tol=check_positive("tol", self.tol),
-            max_iter=check_int("max_iter", self.max_iter),
-            svc_tol=check_positive("svc_tol", self.svc_tol),
-            max_time=check_max_time(self.max_time),
-            sample_weight=sample_weight,
-        )
-        store_fit(self, fit)
-        self.normalized_weights_ = self.kernel_weights_ / self.kernel_weights_.sum()
+        p = check_p(self.p)
+        self._store(solve_lp_mkl(K, Y, self._solver_options(sample_weight), p=p), normalized=True)
 
 
-__all__ = ["LpMKL", "alternating_mkl", "check_p", "solve_lp_mkl"]
+__all__ = ["LpMKL", "check_p", "solve_lp_mkl"]

@@ -44,9 +44,10 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import betaln, logsumexp
 
+from bayesmkl._validation import MAX_TIME, Interval, Options, validate_params
 from bayesmkl._x64 import with_x64
 from bayesmkl.baselines._base import MKLClassifierBase
-from bayesmkl.baselines._budget import Budget, check_max_time
+from bayesmkl.baselines._budget import Budget
 from bayesmkl.inference.conditionals import ab_mean_lambda_form, per_kernel_decisions
 from bayesmkl.likelihood import log_pseudo_likelihood
 from bayesmkl.model import signed_targets
@@ -93,6 +94,20 @@ def _log_joint_a_grid(a, nu, log_q):
     """log N(a | 0, ν_k) + log q_k for every entry of ``a`` and grid point: ``a.shape + (K,)``."""
     a2 = (a**2)[..., None]
     return -0.5 * np.log(2.0 * np.pi * nu) - a2 / (2.0 * nu) + log_q
+
+
+_POSITIVE = [Interval("real", 0, None, closed="neither")]
+#: Parameter constraints checked by ``fit`` (see :mod:`bayesmkl._validation`).
+_CONSTRAINTS = {
+    "eta": [Interval("real", 1, None, description=">= 1 for a MAP estimate to exist")],
+    "alpha_a": _POSITIVE,
+    "beta_a": _POSITIVE,
+    "binary_mode": [Options("single", "ova")],
+    "gamma0": [Interval("real", 0, None)],
+    "bias_prior_var": _POSITIVE,
+    "kappa": _POSITIVE,
+    "max_time": MAX_TIME,
+}
 
 
 class BM3KLMAP(MKLClassifierBase):
@@ -172,15 +187,7 @@ class BM3KLMAP(MKLClassifierBase):
 
     def fit(self, X, y, sample_weight=None):
         """Compute the MAP estimate; ``sample_weight (N,)`` weights the likelihood terms."""
-        if not self.eta >= 1:
-            raise ValueError(f"eta must be >= 1 for a MAP estimate to exist; got {self.eta}")
-        if not (self.alpha_a > 0 and self.beta_a > 0):
-            raise ValueError("alpha_a and beta_a must be positive")
-        if self.binary_mode not in ("single", "ova"):
-            raise ValueError(f"binary_mode must be 'single' or 'ova'; got {self.binary_mode!r}")
-        if self.gamma0 < 0 or self.bias_prior_var <= 0 or self.kappa <= 0:
-            raise ValueError("gamma0 must be >= 0; bias_prior_var and kappa must be positive")
-        check_max_time(self.max_time)
+        validate_params(self, _CONSTRAINTS)
         return super().fit(X, y, sample_weight)
 
     def _log_lik(self, f, delta, sw):

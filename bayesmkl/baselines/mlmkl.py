@@ -26,17 +26,20 @@ point, so ``max_k H_k − bound`` measures how far a fitted ``p`` is from the wo
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 from scipy.optimize import linprog
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, column_or_1d
 
+from bayesmkl._validation import Interval, check_int, check_param, check_positive
 from bayesmkl.baselines._base import MKLClassifierBase
 from bayesmkl.baselines._budget import Budget, check_max_time
+from bayesmkl.baselines._solvers import (
+    IterativeMKLClassifier,
+    shared_doc,
+)
 from bayesmkl.baselines._svm import combine, fit_svc, kernel_quadratics
-from bayesmkl.baselines.average import check_int, check_positive
 from bayesmkl.baselines.simplemkl import solve_simplemkl
 from bayesmkl.kernels.input import KernelInput
 
@@ -215,7 +218,8 @@ class _MLMKLBase(MKLClassifierBase):
         return tags
 
 
-class MLMKLSum(_MLMKLBase):
+@shared_doc
+class MLMKLSum(_MLMKLBase, IterativeMKLClassifier):
     """ML-MKL-Sum: shared kernel weights minimising the summed SVM objectives (paper B eq. 1–2).
 
     ``min_{p ∈ simplex} Σ_k H_k(p)``, ``H_k`` the C-SVM dual objective of task k on ``K(p)``. This
@@ -231,23 +235,14 @@ class MLMKLSum(_MLMKLBase):
     kernels : str or KernelPool, default="simplemkl"
         Kernel specification (see :mod:`bayesmkl.kernels.input`); ``"precomputed"`` takes
         ``fit(K (P, N, N), y)`` and ``predict(K_test (P, M, N))``.
-    C : float, default=1.0
-        SVM box constraint.
+    {{C}}
     tol : float, default=1e-3
         Relative duality gap at which to stop.
     max_iter : int, default=500
         Maximum reduced-gradient iterations.
-    svc_tol : float, default=1e-6
-        libsvm stopping tolerance.
-    max_time : float or None, default=None
-        Wall-clock budget in seconds; stopping on it keeps the last weights and issues a
-        ``ConvergenceWarning`` that names the limit.
-    class_weight : None, "balanced" or dict, default=None
-        Class weights for a 1-D ``y``, multiplied into ``fit``'s ``sample_weight``
-        (scikit-learn semantics); not defined for a multi-label ``y``.
-    kernel_names : sequence of str, optional
-        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
-        with a pool, which names its kernels itself.
+    {{svc_tol}}
+    {{max_time}}
+    {{mlmkl_fit_params}}
 
     Attributes
     ----------
@@ -258,65 +253,22 @@ class MLMKLSum(_MLMKLBase):
     duality_gap_ : float
         Relative duality gap at stop.
     n_iter_ : int
-    dual_coef_ : ndarray (m, N)
-        Signed duals ``v_k = α_k ∘ y^k`` of the final per-task SVMs on ``K(p)``.
-    intercept_ : ndarray (m,)
-    class_objectives_ : ndarray (m,)
-        ``H_k(p)``, the per-task SVM dual objectives at the final weights.
-    worst_class_objective_ : float
-        ``max_k H_k(p)``, paper B's objective (3).
-    minimax_lower_bound_ : float
-        :func:`minimax_lower_bound` from the final SVMs: ``≤ min_p max_k H_k(p)``.
-    classes_ : ndarray
-        Class labels, or ``arange(L)`` for a multi-label ``y``.
-    multilabel_ : bool
-    kernel_names_ : list of str
+    {{mlmkl_attributes}}
     """
-
-    def __init__(
-        self,
-        kernels="simplemkl",
-        C=1.0,
-        tol=1e-3,
-        max_iter=500,
-        svc_tol=1e-6,
-        max_time=None,
-        class_weight=None,
-        kernel_names=None,
-    ):
-        self.kernels = kernels
-        self.C = C
-        self.tol = tol
-        self.max_iter = max_iter
-        self.svc_tol = svc_tol
-        self.max_time = max_time
-        self.class_weight = class_weight
-        self.kernel_names = kernel_names
 
     def _validate_params(self) -> None:
         super()._validate_params()
-        check_positive("tol", self.tol)
-        check_int("max_iter", self.max_iter)
-        check_max_time(self.max_time)
+        self._solver_options()
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
-        fit = solve_simplemkl(
-            K,
-            Y,
-            C=float(self.C),
-            tol=float(self.tol),
-            max_iter=int(self.max_iter),
-            svc_tol=float(self.svc_tol),
-            name="MLMKLSum",
-            max_time=self.max_time,
-            sample_weight=sample_weight,
-        )
+        fit = solve_simplemkl(K, Y, self._solver_options(sample_weight), name="MLMKLSum")
         self.objective_ = np.asarray(fit.objectives, dtype=np.float64)
         self.n_iter_ = int(fit.n_iter)
         self.duality_gap_ = float(fit.duality_gap)
         self._final_svms(K, Y, fit.state.mu, sample_weight)
 
 
+@shared_doc
 class MLMKLSA(_MLMKLBase):
     """ML-MKL-SA: worst-class MKL by stochastic approximation (paper B, Algorithm 1).
 
@@ -336,10 +288,8 @@ class MLMKLSA(_MLMKLBase):
 
     Parameters
     ----------
-    kernels : str or KernelPool, default="simplemkl"
-        Kernel specification (see :mod:`bayesmkl.kernels.input`).
-    C : float, default=1.0
-        SVM box constraint.
+    {{kernels}}
+    {{C}}
     max_iter : int, default=1000
         ``T``, the maximum number of iterations (= SVMs solved in the weight search).
     min_iter : int, default=50
@@ -355,19 +305,13 @@ class MLMKLSA(_MLMKLBase):
         uses 1e−4 … 1e−3 with its kernels).
     eta_scale : float, default=2.0
         Multiplier of the automatic rule.
-    svc_tol : float, default=1e-6
-        libsvm stopping tolerance.
+    {{svc_tol}}
     random_state : int, RandomState or None
         Seeds the task sampling.
     max_time : float or None, default=None
         Wall-clock budget in seconds; stopping on it keeps the last weights and issues a
         ``ConvergenceWarning`` that names the limit.
-    class_weight : None, "balanced" or dict, default=None
-        Class weights for a 1-D ``y``, multiplied into ``fit``'s ``sample_weight``
-        (scikit-learn semantics); not defined for a multi-label ``y``.
-    kernel_names : sequence of str, optional
-        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
-        with a pool, which names its kernels itself.
+    {{mlmkl_fit_params}}
 
     Attributes
     ----------
@@ -382,19 +326,7 @@ class MLMKLSA(_MLMKLBase):
     task_counts_ : ndarray (m,)
         How often each task was sampled.
     n_iter_ : int
-    dual_coef_ : ndarray (m, N)
-        Signed duals ``v_k = α_k ∘ y^k`` of the final per-task SVMs on ``K(p)``.
-    intercept_ : ndarray (m,)
-    class_objectives_ : ndarray (m,)
-        ``H_k(p)``, the per-task SVM dual objectives at the final weights.
-    worst_class_objective_ : float
-        ``max_k H_k(p)``, paper B's objective (3).
-    minimax_lower_bound_ : float
-        :func:`minimax_lower_bound` from the final SVMs: ``≤ min_p max_k H_k(p)``.
-    classes_ : ndarray
-        Class labels, or ``arange(L)`` for a multi-label ``y``.
-    multilabel_ : bool
-    kernel_names_ : list of str
+    {{mlmkl_attributes}}
     """
 
     def __init__(
@@ -434,10 +366,8 @@ class MLMKLSA(_MLMKLBase):
         check_int("max_iter", self.max_iter)
         check_int("min_iter", self.min_iter, minimum=0)
         check_max_time(self.max_time)
-        if not isinstance(self.tol, numbers.Real) or self.tol < 0:
-            raise ValueError(f"tol must be a non-negative number; got {self.tol!r}")
-        if not isinstance(self.delta, numbers.Real) or not 0 < self.delta <= 1:
-            raise ValueError(f"delta must lie in (0, 1]; got {self.delta!r}")
+        check_positive("tol", self.tol, allow_zero=True)
+        check_param("delta", self.delta, [Interval("real", 0, 1, closed="right")])
         for name in ("eta_p", "eta_gamma"):
             if getattr(self, name) is not None:
                 check_positive(name, getattr(self, name))

@@ -5,7 +5,7 @@ Problem: ``min J(μ)`` over ``E_v = {μ ≥ 0, v‖μ‖₁ + (1 − v)‖μ‖�
 ``v = 1`` is L1-MKL, ``v = 0`` is L2-MKL.
 
 μ-step without a commercial solver (the original code used Mosek): the alternating scheme of
-:func:`.lpmkl.alternating_mkl` needs ``argmin_{μ ∈ E_v} Σ a_m/μ_m`` (``a_m = μ_m² H_m``). Its KKT
+:func:`._solvers.alternating_mkl` needs ``argmin_{μ ∈ E_v} Σ a_m/μ_m`` (``a_m = μ_m² H_m``). Its KKT
 conditions give, for each kernel, ``a_m/μ_m² = λ(v + 2(1 − v)μ_m)`` — a cubic with one positive
 root, increasing in ``1/λ`` — and ``λ`` is fixed by the active constraint, a monotone 1-D equation
 (Brent's method); see :func:`._simplex.elastic_net_min_ratio`. Stop on the relative duality gap
@@ -14,23 +14,16 @@ root, increasing in ``1/λ`` — and ``λ`` is fixed by the active constraint, a
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
-from bayesmkl.baselines._base import MKLClassifierBase
-from bayesmkl.baselines._budget import check_max_time
+from bayesmkl._validation import Interval, check_param
 from bayesmkl.baselines._simplex import elastic_net_min_ratio, elastic_net_support
-from bayesmkl.baselines.average import check_int, check_positive, store_fit
-from bayesmkl.baselines.lpmkl import alternating_mkl
+from bayesmkl.baselines._solvers import IterativeMKLClassifier, alternating_mkl, shared_doc
 
 
 def check_v(v) -> float:
     """Return ``float(v)`` if ``0 ≤ v ≤ 1``, else raise ``ValueError``."""
-    ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and 0.0 <= float(v) <= 1.0
-    if not ok:
-        raise ValueError(f"v must be a number in [0, 1]; got {v!r}")
-    return float(v)
+    return float(check_param("v", v, [Interval("real", 0, 1)]))
 
 
 def elastic_net_start(P: int, v: float) -> np.ndarray:
@@ -41,7 +34,8 @@ def elastic_net_start(P: int, v: float) -> np.ndarray:
     return np.full(P, c)
 
 
-class SGMKL(MKLClassifierBase):
+@shared_doc
+class SGMKL(IterativeMKLClassifier):
     """Elastic-net constrained MKL, ``v‖μ‖₁ + (1 − v)‖μ‖₂² ≤ 1`` (Yang et al. 2011).
 
     Solved by alternating the one-vs-rest C-SVCs at ``μ`` with the exact μ-step
@@ -55,43 +49,25 @@ class SGMKL(MKLClassifierBase):
 
     Parameters
     ----------
-    kernels : str or KernelPool, default="simplemkl"
-        Kernel specification (see :mod:`bayesmkl.kernels.input`).
+    {{kernels}}
     v : float, default=0.5
         Elastic-net mixing in ``[0, 1]`` (1: L1-MKL, 0: L2-MKL).
-    C : float, default=1.0
-        SVM box constraint.
+    {{C}}
     tol : float, default=1e-3
         Relative duality gap at which to stop.
     max_iter : int, default=500
         Maximal number of weight updates.
-    svc_tol : float, default=1e-6
-        libsvm stopping tolerance.
-    max_time : float or None, default=None
-        Wall-clock budget in seconds; stopping on it (or on ``max_iter``) keeps the last
-        weights and issues a ``ConvergenceWarning`` that names the limit.
-    class_weight : None, "balanced" or dict, default=None
-        Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
-        ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.
-    kernel_names : sequence of str, optional
-        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
-        with a pool, which names its kernels itself.
+    {{solver_params}}
 
     Attributes
     ----------
     kernel_weights_ : ndarray (P,)
         Weights with ``v Σμ + (1 − v) Σμ² = 1``.
-    normalized_weights_ : ndarray (P,)
-        ``kernel_weights_ / kernel_weights_.sum()``.
-    dual_coef_ : ndarray (C, N)
-    intercept_ : ndarray (C,)
+    {{normalized_weights_}}
+    {{svm_attributes}}
     objective_ : ndarray (n_iter_ + 1,)
         ``J(μ)`` after each update (non-increasing up to the SVM tolerance).
-    n_iter_ : int
-    duality_gap_ : float
-        Relative duality gap at stop.
-    kernel_names_ : list of str
-    classes_ : ndarray
+    {{gap_attributes}}
     """
 
     def __init__(
@@ -106,32 +82,19 @@ class SGMKL(MKLClassifierBase):
         class_weight=None,
         kernel_names=None,
     ):
-        self.kernels = kernels
+        super().__init__(kernels, C, tol, max_iter, svc_tol, max_time, class_weight, kernel_names)
         self.v = v
-        self.C = C
-        self.tol = tol
-        self.max_iter = max_iter
-        self.svc_tol = svc_tol
-        self.max_time = max_time
-        self.class_weight = class_weight
-        self.kernel_names = kernel_names
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         v = check_v(self.v)
         fit = alternating_mkl(
             K,
             Y,
-            C=check_positive("C", self.C),
+            self._solver_options(sample_weight),
             mu0=elastic_net_start(K.shape[0], v),
             mu_step=lambda a: elastic_net_min_ratio(a, v),
             support=lambda H: elastic_net_support(H, v),
-            tol=check_positive("tol", self.tol),
-            max_iter=check_int("max_iter", self.max_iter),
-            svc_tol=check_positive("svc_tol", self.svc_tol),
             criterion="gap",
             name="SGMKL",
-            max_time=check_max_time(self.max_time),
-            sample_weight=sample_weight,
         )
-        store_fit(self, fit)
-        self.normalized_weights_ = self.kernel_weights_ / self.kernel_weights_.sum()
+        self._store(fit, normalized=True)

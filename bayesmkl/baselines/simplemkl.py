@@ -32,16 +32,15 @@ from collections.abc import Callable
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from bayesmkl.baselines._base import MKLClassifierBase
-from bayesmkl.baselines._budget import Budget, check_max_time
-from bayesmkl.baselines.average import (
+from bayesmkl.baselines._budget import Budget
+from bayesmkl.baselines._solvers import (
+    IterativeMKLClassifier,
     MKLFit,
+    SolverOptions,
     WeightedSVMs,
-    check_int,
-    check_positive,
     relative_gap,
+    shared_doc,
     solve_at_weights,
-    store_fit,
     with_gradient,
 )
 
@@ -211,15 +210,10 @@ def reduced_gradient_step(
 def solve_simplemkl(
     K: np.ndarray,
     Y: np.ndarray,
+    opts: SolverOptions,
     *,
-    C: float,
-    tol: float,
-    max_iter: int,
-    svc_tol: float,
     mu0: np.ndarray | None = None,
     name: str = "SimpleMKL",
-    max_time: float | None = None,
-    sample_weight: np.ndarray | None = None,
 ) -> MKLFit:
     """Run SimpleMKL until the relative duality gap is ``≤ tol`` (or ``max_iter`` iterations).
 
@@ -228,24 +222,19 @@ def solve_simplemkl(
     K : ndarray (P, N, N)
     Y : ndarray (C, N)
         ±1 one-vs-rest targets.
-    C : float
-    tol : float
-        Relative duality-gap tolerance.
-    max_iter : int
-    svc_tol : float
+    opts : SolverOptions
+        ``C``, ``tol`` (on the relative duality gap), ``max_iter``, ``svc_tol``, ``max_time``
+        (checked between iterations) and ``sample_weight``.
     mu0 : ndarray (P,), optional
         Initial weights on the simplex (default uniform).
     name : str
         Used in warnings.
-    max_time : float, optional
-        Wall-clock budget in seconds (checked between iterations).
-    sample_weight : ndarray (N,), optional
-        Per-point box scaling ``0 ≤ α_i ≤ C·s_i`` (see :func:`.average.solve_at_weights`).
 
     Returns
     -------
     MKLFit
     """
+    C, tol, max_iter, svc_tol, max_time, sample_weight = opts
     budget = Budget(name, max_iter, max_time, unit="weight updates")
     P = K.shape[0]
 
@@ -282,7 +271,8 @@ def solve_simplemkl(
     return MKLFit(s, np.array(history), n_iter, gap_of(s))
 
 
-class SimpleMKL(MKLClassifierBase):
+@shared_doc
+class SimpleMKL(IterativeMKLClassifier):
     """L1-MKL (weights on the simplex) by SimpleMKL's reduced gradient (Rakotomamonjy et al. 2008).
 
     Multiclass problems are one-vs-rest with shared weights; the objective is then the sum of
@@ -290,71 +280,26 @@ class SimpleMKL(MKLClassifierBase):
 
     Parameters
     ----------
-    kernels : str or KernelPool, default="simplemkl"
-        Kernel specification (see :mod:`bayesmkl.kernels.input`).
-    C : float, default=1.0
-        SVM box constraint.
+    {{kernels}}
+    {{C}}
     tol : float, default=1e-3
         Relative duality gap ``(max_m H_m − μᵀH) / J`` at which to stop.
     max_iter : int, default=500
         Maximal number of reduced-gradient iterations.
     svc_tol : float, default=1e-6
         libsvm stopping tolerance (the gradient comes from the SVM solution, so keep it tight).
-    max_time : float or None, default=None
-        Wall-clock budget in seconds; stopping on it (or on ``max_iter``) keeps the last
-        weights and issues a ``ConvergenceWarning`` that names the limit.
-    class_weight : None, "balanced" or dict, default=None
-        Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
-        ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.
-    kernel_names : sequence of str, optional
-        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
-        with a pool, which names its kernels itself.
+    {{max_time}}
+    {{fit_params}}
 
     Attributes
     ----------
     kernel_weights_ : ndarray (P,)
         Weights on the simplex (typically sparse).
-    dual_coef_ : ndarray (C, N)
-        Signed dual coefficients ``α_c ∘ y_c`` (``C = 1`` for binary problems).
-    intercept_ : ndarray (C,)
+    {{svm_attributes}}
     objective_ : ndarray (n_iter_ + 1,)
         ``J(μ)`` after each iteration (decreasing).
-    n_iter_ : int
-    duality_gap_ : float
-        Relative duality gap at stop.
-    kernel_names_ : list of str
-    classes_ : ndarray
+    {{gap_attributes}}
     """
 
-    def __init__(
-        self,
-        kernels="simplemkl",
-        C=1.0,
-        tol=1e-3,
-        max_iter=500,
-        svc_tol=1e-6,
-        max_time=None,
-        class_weight=None,
-        kernel_names=None,
-    ):
-        self.kernels = kernels
-        self.C = C
-        self.tol = tol
-        self.max_iter = max_iter
-        self.svc_tol = svc_tol
-        self.max_time = max_time
-        self.class_weight = class_weight
-        self.kernel_names = kernel_names
-
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
-        fit = solve_simplemkl(
-            K,
-            Y,
-            C=check_positive("C", self.C),
-            tol=check_positive("tol", self.tol),
-            max_iter=check_int("max_iter", self.max_iter),
-            svc_tol=check_positive("svc_tol", self.svc_tol),
-            max_time=check_max_time(self.max_time),
-            sample_weight=sample_weight,
-        )
-        store_fit(self, fit)
+        self._store(solve_simplemkl(K, Y, self._solver_options(sample_weight)))

@@ -28,39 +28,30 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from bayesmkl.baselines._base import MKLClassifierBase
-from bayesmkl.baselines._budget import Budget, check_max_time
+from bayesmkl._validation import check_choice, check_positive
+from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._simplex import (
     box_simplex_min_ratio,
     box_simplex_support,
     project_simplex,
     simplex_ridge_support,
 )
-from bayesmkl.baselines.average import (
+from bayesmkl.baselines._solvers import (
+    IterativeMKLClassifier,
     MKLFit,
-    check_int,
-    check_positive,
+    SolverOptions,
+    alternating_mkl,
     relative_gap,
+    shared_doc,
     solve_at_weights,
-    store_fit,
 )
-from bayesmkl.baselines.lpmkl import alternating_mkl, solve_lp_mkl
+from bayesmkl.baselines.lpmkl import solve_lp_mkl
 
 LOSSES = ("hinge", "square_hinge", "square")
 
 
 def solve_sm1(
-    K: np.ndarray,
-    Y: np.ndarray,
-    *,
-    theta: float,
-    C: float,
-    tol: float,
-    max_iter: int,
-    svc_tol: float,
-    name: str = "SM1MKL",
-    max_time: float | None = None,
-    sample_weight: np.ndarray | None = None,
+    K: np.ndarray, Y: np.ndarray, opts: SolverOptions, *, theta: float, name: str = "SM1MKL"
 ) -> MKLFit:
     """SM1MKL (Algorithm 1): SVMs at ``μ`` ↔ ``μ = argmin_{M1} Σ a_m/μ_m``, ``a_m = μ_m² H_m``.
 
@@ -71,10 +62,10 @@ def solve_sm1(
     ----------
     K : ndarray (P, N, N)
     Y : ndarray (C, N)
+    opts : SolverOptions
+        As in :func:`._solvers.alternating_mkl` (``tol`` on the relative duality gap).
     theta : float
         Cap ``θ ≥ 1/P`` (``inf`` allowed).
-    C, tol, max_iter, svc_tol, max_time, sample_weight
-        As in :func:`.lpmkl.alternating_mkl` (``tol`` on the relative duality gap).
     name : str
 
     Returns
@@ -84,38 +75,28 @@ def solve_sm1(
     P = K.shape[0]
     uniform = np.full(P, 1.0 / P)
     if theta * P <= 1.0 + 1e-12:
-        s = solve_at_weights(K, Y, uniform, C, svc_tol, sample_weight=sample_weight)
+        s = solve_at_weights(K, Y, uniform, opts.C, opts.svc_tol, sample_weight=opts.sample_weight)
         return MKLFit(s, np.array([s.J]), 0, 0.0)
     return alternating_mkl(
         K,
         Y,
-        C=C,
+        opts,
         mu0=uniform,
         mu_step=lambda a: box_simplex_min_ratio(a, theta),
         support=lambda H: box_simplex_support(H, theta),
-        tol=tol,
-        max_iter=max_iter,
-        svc_tol=svc_tol,
         criterion="gap",
         name=name,
-        max_time=max_time,
-        sample_weight=sample_weight,
     )
 
 
 def solve_sm2(
     K: np.ndarray,
     Y: np.ndarray,
+    opts: SolverOptions,
     *,
     theta: float,
-    C: float,
-    tol: float,
-    max_iter: int,
-    svc_tol: float,
     armijo: float = 1e-4,
     name: str = "SM2MKL",
-    max_time: float | None = None,
-    sample_weight: np.ndarray | None = None,
 ) -> MKLFit:
     """SM2MKL (Algorithm 2): projected gradient on ``F(μ) = J(μ) + ‖μ‖²/(2θ)`` over the simplex.
 
@@ -127,12 +108,10 @@ def solve_sm2(
 
     Parameters
     ----------
-    K : ndarray (P, N, N)
-    Y : ndarray (C, N)
+    K, Y, opts
+        As in :func:`solve_sm1`.
     theta : float
         ``θ > 0`` (``inf`` allowed: L1-MKL by projected gradient).
-    C, tol, max_iter, svc_tol, max_time, sample_weight
-        As in :func:`.lpmkl.alternating_mkl` (``tol`` on the relative duality gap).
     armijo : float
         Sufficient-decrease constant.
     name : str
@@ -142,6 +121,7 @@ def solve_sm2(
     MKLFit
         ``objectives`` holds ``F``.
     """
+    C, tol, max_iter, svc_tol, max_time, sample_weight = opts
     budget = Budget(name, max_iter, max_time, unit="weight updates")
     P = K.shape[0]
     inv = 0.0 if np.isinf(theta) else 1.0 / theta
@@ -194,7 +174,8 @@ def solve_sm2(
     return MKLFit(s, np.array(history), n_iter, gap_of(s))
 
 
-class SoftMarginMKL(MKLClassifierBase):
+@shared_doc
+class SoftMarginMKL(IterativeMKLClassifier):
     """Soft-margin MKL (Xu et al. 2013): SM1MKL (hinge), SM2MKL (square hinge), square loss.
 
     ``loss="hinge"`` (SM1MKL): ``min J(μ)`` over ``{Σμ = 1, 0 ≤ μ ≤ θ}``, by Algorithm 1 with the
@@ -216,45 +197,27 @@ class SoftMarginMKL(MKLClassifierBase):
 
     Parameters
     ----------
-    kernels : str or KernelPool, default="simplemkl"
-        Kernel specification (see :mod:`bayesmkl.kernels.input`).
+    {{kernels}}
     loss : {"hinge", "square_hinge", "square"}, default="hinge"
         Loss on the kernel slacks.
     theta : float, default=1.0
         Soft-margin parameter ``θ > 0`` (``np.inf`` allowed; hinge needs ``θ ≥ 1/P``).
-    C : float, default=1.0
-        SVM box constraint.
+    {{C}}
     tol : float, default=1e-3
         Relative duality gap at which to stop (relative objective change for ``loss="square"``).
     max_iter : int, default=500
         Maximal number of weight updates.
-    svc_tol : float, default=1e-6
-        libsvm stopping tolerance.
-    max_time : float or None, default=None
-        Wall-clock budget in seconds; stopping on it (or on ``max_iter``) keeps the last
-        weights and issues a ``ConvergenceWarning`` that names the limit.
-    class_weight : None, "balanced" or dict, default=None
-        Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
-        ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.
-    kernel_names : sequence of str, optional
-        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
-        with a pool, which names its kernels itself.
+    {{solver_params}}
 
     Attributes
     ----------
     kernel_weights_ : ndarray (P,)
         Weights the SVMs were trained with (simplex; unit L2 sphere for ``loss="square"``).
-    normalized_weights_ : ndarray (P,)
-        ``kernel_weights_ / kernel_weights_.sum()``.
-    dual_coef_ : ndarray (C, N)
-    intercept_ : ndarray (C,)
+    {{normalized_weights_}}
+    {{svm_attributes}}
     objective_ : ndarray (n_iter_ + 1,)
         Objective after each update (non-increasing up to the SVM tolerance).
-    n_iter_ : int
-    duality_gap_ : float
-        Relative duality gap at stop.
-    kernel_names_ : list of str
-    classes_ : ndarray
+    {{gap_attributes}}
     """
 
     def __init__(
@@ -270,29 +233,14 @@ class SoftMarginMKL(MKLClassifierBase):
         class_weight=None,
         kernel_names=None,
     ):
-        self.kernels = kernels
+        super().__init__(kernels, C, tol, max_iter, svc_tol, max_time, class_weight, kernel_names)
         self.loss = loss
         self.theta = theta
-        self.C = C
-        self.tol = tol
-        self.max_iter = max_iter
-        self.svc_tol = svc_tol
-        self.max_time = max_time
-        self.class_weight = class_weight
-        self.kernel_names = kernel_names
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
-        if self.loss not in LOSSES:
-            raise ValueError(f"loss must be one of {LOSSES}; got {self.loss!r}")
+        check_choice("loss", self.loss, LOSSES)
         theta = check_positive("theta", self.theta, allow_inf=True)
-        common = dict(
-            C=check_positive("C", self.C),
-            tol=check_positive("tol", self.tol),
-            max_iter=check_int("max_iter", self.max_iter),
-            svc_tol=check_positive("svc_tol", self.svc_tol),
-            max_time=check_max_time(self.max_time),
-            sample_weight=sample_weight,
-        )
+        opts = self._solver_options(sample_weight)
         P = K.shape[0]
         if self.loss == "hinge":
             if theta * P < 1.0 - 1e-12:
@@ -301,10 +249,9 @@ class SoftMarginMKL(MKLClassifierBase):
                     f"(the capped simplex {{sum(mu) = 1, 0 <= mu <= theta}} is empty); got "
                     f"theta={self.theta!r}. Use theta = 1/(nu*P) with 0 < nu <= 1"
                 )
-            fit = solve_sm1(K, Y, theta=theta, **common)
+            fit = solve_sm1(K, Y, opts, theta=theta)
         elif self.loss == "square_hinge":
-            fit = solve_sm2(K, Y, theta=theta, **common)
+            fit = solve_sm2(K, Y, opts, theta=theta)
         else:
-            fit = solve_lp_mkl(K, Y, p=2.0, name="SoftMarginMKL(loss='square')", **common)
-        store_fit(self, fit)
-        self.normalized_weights_ = self.kernel_weights_ / self.kernel_weights_.sum()
+            fit = solve_lp_mkl(K, Y, opts, p=2.0, name="SoftMarginMKL(loss='square')")
+        self._store(fit, normalized=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from bayesmkl.likelihood import margin_slack, s_of
+from bayesmkl.likelihood import margin_slack, pseudo_observations, s_of
 from bayesmkl.random import gamma, gig, inverse_gaussian
 
 ZETA_FLOOR = 1e-10  # |ζ| floor of spec §3.1 (A14): ζ = 0 gives λ ~ Gamma(1/2, s²/2) in the limit
@@ -31,12 +31,13 @@ def lam_params(zeta, gamma0):
     )
 
 
-def sample_lam(key, f, delta, gamma0):
+def sample_lam(key, f, delta, gamma0, weight=None):
     """Draw λ ``(C, N)`` given decision values ``f: (C, N)`` and targets ``delta: (C, N)``.
 
-    Uses λ⁻¹ ~ IG(s/|ζ|, s²) with s = √(1 + 2γ0) (footnote 1 of the paper).
+    Uses λ⁻¹ ~ IG(s/|ζ|, s²) with s = √(1 + 2γ0) (footnote 1 of the paper); with sample
+    weights ϖ ``(N,)``, ζ is the scaled slack ϖζ (:mod:`bayesmkl.likelihood`).
     """
-    zeta = margin_slack(f, delta)
+    zeta = margin_slack(f, delta, weight)
     s = s_of(gamma0)
     mean = s / jnp.maximum(jnp.abs(zeta), ZETA_FLOOR)
     return 1.0 / inverse_gaussian(key, mean, s**2)
@@ -79,7 +80,7 @@ def ab_mean_lambda_form(Kw, delta, lam, nu, tau):
     return jax.vmap(one)(delta, lam, nu)
 
 
-def sample_ab(key, Kw, delta, lam, nu, tau):
+def sample_ab(key, Kw, delta, lam, nu, tau, weight=None):
     """Draw (a, b) jointly by Matheron's rule in Λ-form (Bhattacharya et al. 2016), batched over c.
 
     For each class: u ~ N(0, D), n ~ N(0, Λ), v = X̃u + n, solve (X̃ D X̃ᵀ + Λ) ω = t − v by one
@@ -105,13 +106,16 @@ def sample_ab(key, Kw, delta, lam, nu, tau):
     delta, lam, nu : arrays (C, N)
     tau : float
         Prior variance of b.
+    weight : array (N,), optional
+        Sample weights ϖ: the regression then has targets T = δ(1 + λ/ϖ) and noise variances
+        V = λ/ϖ² in place of δ(1 + λ) and λ (:func:`bayesmkl.likelihood.pseudo_observations`).
 
     Returns
     -------
     a : array (C, N)
     b : array (C,)
     """
-    a, b, _ = sample_ab_jitter(key, Kw, delta, lam, nu, tau)
+    a, b, _ = sample_ab_jitter(key, Kw, delta, lam, nu, tau, weight)
     return a, b
 
 
@@ -121,7 +125,7 @@ def sample_ab(key, Kw, delta, lam, nu, tau):
 AB_JITTER_RETRIES = 8
 
 
-def sample_ab_jitter(key, Kw, delta, lam, nu, tau):
+def sample_ab_jitter(key, Kw, delta, lam, nu, tau, weight=None):
     """:func:`sample_ab` that also returns the jitter δ ``(C,)`` used per class (0 = none).
 
     The draw is exact for the conditional with λ_c replaced by ``λ_c + δ_c · diag(M_c)``,
@@ -130,6 +134,7 @@ def sample_ab_jitter(key, Kw, delta, lam, nu, tau):
     estimator reports (:func:`bayesmkl._checks.check_draws`).
     """
     C, N = delta.shape
+    T, lam = pseudo_observations(delta, lam, weight)  # (δ(1 + λ), λ) without weights
     ku, kn = jax.random.split(key)
     u_a = jax.random.normal(ku, (C, N + 1))
     z_n = jax.random.normal(kn, (C, N))
@@ -163,7 +168,7 @@ def sample_ab_jitter(key, Kw, delta, lam, nu, tau):
     # matching noise N(0, δ·M_ii): exact draw for λ' = λ + δ·diag(M); zero when δ = 0
     z_j = jax.random.normal(jax.random.fold_in(key, 2), (C, N))
     v = v + jnp.sqrt(jit)[:, None] * scale * z_j
-    rhs = delta * (1.0 + lam) - v
+    rhs = T - v
     omega = jax.scipy.linalg.cho_solve((L, True), (rhs / scale)[..., None])[..., 0] / scale
     a = u[:, :N] + nu * (omega @ Kw)
     b = u[:, N] + tau * jnp.sum(omega, axis=1)
@@ -218,21 +223,23 @@ def per_kernel_decisions(K, a):
     return jnp.transpose(Phi, (0, 2, 1)).astype(jnp.float64)
 
 
-def e_potential(e, Phi, b, delta, lam, eta):
-    """U(e) = Σ_m [e_m − (η_m − 1) log e_m] + Σ (λ + ζ)²/(2λ) with f = Σ_m w_m Φ_m + b.
+def e_potential(e, Phi, b, delta, lam, eta, weight=None):
+    """U(e) = Σ_m [e_m − (η_m − 1) log e_m] + Σ (λ + ϖζ)²/(2λ) with f = Σ_m w_m Φ_m + b.
 
-    ``e: (P,)``, ``Phi: (P, C, N)``, ``b: (C,)``, ``delta, lam: (C, N)``, ``eta`` scalar or (P,).
+    ``e: (P,)``, ``Phi: (P, C, N)``, ``b: (C,)``, ``delta, lam: (C, N)``, ``eta`` scalar or (P,),
+    ``weight (N,)`` optional sample weights ϖ (1 without).
     """
     w = e / jnp.sum(e)
     f = jnp.tensordot(w, Phi, axes=1) + b[:, None]
-    zeta = margin_slack(f, delta)
+    zeta = margin_slack(f, delta, weight)
     return jnp.sum(e - (eta - 1.0) * jnp.log(e)) + jnp.sum((lam + zeta) ** 2 / (2.0 * lam))
 
 
-def e_potential_and_grad(e, Phi, b, delta, lam, eta):
+def e_potential_and_grad(e, Phi, b, delta, lam, eta, weight=None):
     """U(e) and ∇_e U in O(PCN) (analytic; spec §3.4).
 
-    g_m = −⟨R, Φ_m⟩ with R = Δ ⊙ (1 + ζ/λ); ∇U = 1 − (η − 1)/e + (g − (wᵀg) 1)/S.
+    g_m = −⟨R, Φ_m⟩ with R = Δ ⊙ (1 + ζ/λ); ∇U = 1 − (η − 1)/e + (g − (wᵀg) 1)/S. With
+    sample weights ϖ, ζ is the scaled slack ϖζ and R = ϖ Δ ⊙ (1 + ϖζ/λ).
 
     Returns
     -------
@@ -242,9 +249,11 @@ def e_potential_and_grad(e, Phi, b, delta, lam, eta):
     S = jnp.sum(e)
     w = e / S
     f = jnp.tensordot(w, Phi, axes=1) + b[:, None]
-    zeta = margin_slack(f, delta)
+    zeta = margin_slack(f, delta, weight)
     U = jnp.sum(e - (eta - 1.0) * jnp.log(e)) + jnp.sum((lam + zeta) ** 2 / (2.0 * lam))
     R = delta * (1.0 + zeta / lam)
+    if weight is not None:
+        R = weight * R
     g = -jnp.tensordot(Phi, R, axes=([1, 2], [0, 1]))
     grad = 1.0 - (eta - 1.0) / e + (g - jnp.dot(w, g)) / S
     return U, grad

@@ -252,8 +252,14 @@ def init_state(rng_key, K, delta, config: BM3KLConfig, init_params=None) -> BM3K
     )
 
 
-def sweep(state: BM3KLState, K, delta, config: BM3KLConfig, num_warmup: int) -> BM3KLState:
-    """One Gibbs sweep (pure). ``K: (P, N, N)``, ``delta: (C, N)``; returns the next state."""
+def sweep(
+    state: BM3KLState, K, delta, config: BM3KLConfig, num_warmup: int, weight=None
+) -> BM3KLState:
+    """One Gibbs sweep (pure); returns the next state.
+
+    ``K: (P, N, N)``, ``delta: (C, N)``, ``weight``: sample weights ``(N,)`` or ``None``
+    (unweighted; :mod:`bayesmkl.likelihood`).
+    """
     h = state.hyper  # traced values; config.hyper only decides the static routes below
     spec = config.spec
     eta = h.eta
@@ -263,7 +269,7 @@ def sweep(state: BM3KLState, K, delta, config: BM3KLConfig, num_warmup: int) -> 
 
     # (1) kernel weights
     Phi = cond.per_kernel_decisions(K, z["a"])
-    T, V = pseudo_observations(delta, z["lam"])
+    T, V = pseudo_observations(delta, z["lam"], weight)
     e = z["e"]
     if spec.pairwise:
         n_pairs = max(1, int(np.ceil(config.pairs_per_kernel * P)))
@@ -292,7 +298,7 @@ def sweep(state: BM3KLState, K, delta, config: BM3KLConfig, num_warmup: int) -> 
         else:
 
             def pg(e):
-                return cond.e_potential_and_grad(e, Phi, z["b"], delta, z["lam"], eta)
+                return cond.e_potential_and_grad(e, Phi, z["b"], delta, z["lam"], eta, weight)
 
         extra = {"mass_sqrt": state.mass_sqrt} if config.adapts_mass else {}
         res = spec.step(
@@ -318,12 +324,14 @@ def sweep(state: BM3KLState, K, delta, config: BM3KLConfig, num_warmup: int) -> 
 
     w = e / jnp.sum(e)
     Kw = combine_kernels(K, w)
+    tau = h.bias_prior_var
     if collapsed:  # (a, b) were integrated out: draw them given the new w first
-        a, b = cond.sample_ab(k_ab, Kw, delta, z["lam"], z["nu"], h.bias_prior_var)
-        lam = cond.sample_lam(k_lam, decision_values(Kw, a, b), delta, h.gamma0)
+        a, b = cond.sample_ab(k_ab, Kw, delta, z["lam"], z["nu"], tau, weight)
+        lam = cond.sample_lam(k_lam, decision_values(Kw, a, b), delta, h.gamma0, weight)
     else:  # the paper's order: λ | w, a, b, then (a, b) | w, λ, ν
-        lam = cond.sample_lam(k_lam, decision_values(Kw, z["a"], z["b"]), delta, h.gamma0)
-        a, b = cond.sample_ab(k_ab, Kw, delta, lam, z["nu"], h.bias_prior_var)
+        f = decision_values(Kw, z["a"], z["b"])
+        lam = cond.sample_lam(k_lam, f, delta, h.gamma0, weight)
+        a, b = cond.sample_ab(k_ab, Kw, delta, lam, z["nu"], tau, weight)
     # (4) TPBN
     if config.nu_update == "collapsed":  # conditions on (w, λ) only; ends with (a, b) | w, λ, ν
         nu, varsigma, a, b = tpbn.collapsed_nu_step(k_nu, Kw, delta, lam, z["nu"], h, config.nu_max)
@@ -332,7 +340,7 @@ def sweep(state: BM3KLState, K, delta, config: BM3KLConfig, num_warmup: int) -> 
         varsigma = cond.sample_varsigma(k_vs, nu, h.alpha_a, h.beta_a, h.kappa)
 
     z_new = {"e": e, "a": a, "b": b, "lam": lam, "nu": nu, "varsigma": varsigma}
-    pe = -log_joint(z_new, decision_values(Kw, a, b), delta, h)
+    pe = -log_joint(z_new, decision_values(Kw, a, b), delta, h, weight)
     return BM3KLState(
         i=state.i + 1,
         z=z_new,
@@ -429,7 +437,7 @@ class BM3KL(MCMCKernel):
 
     @property
     def model(self):
-        """The augmented NumPyro model this kernel samples (called as ``model(K, delta)``)."""
+        """The augmented NumPyro model this kernel samples (``model(K, delta[, weight])``)."""
         return partial(bm3kl_model, hyper=self.config.hyper, augmented=True)
 
     @property
@@ -437,7 +445,8 @@ class BM3KL(MCMCKernel):
         return ("z",)
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
-        K, delta = _unpack_args(model_args, model_kwargs)
+        K, delta, weight = _unpack_args(model_args, model_kwargs)
+        _check_weight(weight, delta.shape[1])
         if not x64_enabled():
             raise RuntimeError(
                 "the BM3KL sweep needs 64-bit JAX: run it inside bayesmkl._x64.x64_scope() or "
@@ -448,17 +457,20 @@ class BM3KL(MCMCKernel):
                 f"eta has {len(self.config.hyper.eta)} entries but there are {K.shape[0]} kernels"
             )
         self._num_warmup = int(num_warmup)
-        one_sweep = partial(sweep, config=self.config, num_warmup=self._num_warmup)
+        config, nw = self.config, self._num_warmup
+
+        def one_sweep(state, K, delta, weight):
+            return sweep(state, K, delta, config, nw, weight)
+
         if is_prng_key(rng_key):
             self._sample_fn = jax.jit(one_sweep)
             return init_state(rng_key, K, delta, self.config, init_params)
         # chain_method="vectorized": one key per chain (and init_params with a chain axis)
-        self._sample_fn = jax.jit(jax.vmap(one_sweep, in_axes=(0, None, None)))
+        self._sample_fn = jax.jit(jax.vmap(one_sweep, in_axes=(0, None, None, None)))
         return jax.vmap(lambda k, p: init_state(k, K, delta, self.config, p))(rng_key, init_params)
 
     def sample(self, state, model_args, model_kwargs):
-        K, delta = _unpack_args(model_args, model_kwargs)
-        return self._sample_fn(state, K, delta)
+        return self._sample_fn(state, *_unpack_args(model_args, model_kwargs))
 
     def postprocess_fn(self, model_args, model_kwargs):
         def add_w(z):
@@ -473,8 +485,22 @@ class BM3KL(MCMCKernel):
 
 
 def _unpack_args(model_args, model_kwargs):
+    """``(K, delta, weight)`` from ``MCMC.run(key, K, delta[, weight])`` (or keywords)."""
     if model_kwargs and "K" in model_kwargs:
-        return model_kwargs["K"], model_kwargs["delta"]
-    if len(model_args) != 2:
-        raise ValueError("BM3KL expects MCMC.run(rng_key, K, delta)")
-    return model_args
+        return model_kwargs["K"], model_kwargs["delta"], model_kwargs.get("weight")
+    if len(model_args) not in (2, 3):
+        raise ValueError("BM3KL expects MCMC.run(rng_key, K, delta) or (rng_key, K, delta, weight)")
+    K, delta, *rest = model_args
+    return K, delta, (rest[0] if rest else None)
+
+
+def _check_weight(weight, n: int) -> None:
+    """Sample weights must be ``None`` or ``n`` finite non-negative numbers, not all zero."""
+    if weight is None:
+        return
+    w = np.asarray(weight)
+    if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w < 0) or not np.any(w > 0):
+        raise ValueError(
+            f"sample weights must be {n} finite non-negative numbers, not all zero; got an "
+            f"array of shape {w.shape}"
+        )

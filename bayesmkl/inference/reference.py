@@ -51,7 +51,7 @@ __all__ = [
 GIBBS_SITES = ("lam", "a", "b", "nu", "varsigma")
 
 
-def make_gibbs_fn(K, delta, hyper: Hyper = DEFAULT_HYPER):
+def make_gibbs_fn(K, delta, hyper: Hyper = DEFAULT_HYPER, weight=None):
     """Gibbs update of (λ, a, b, ν, ς) given e, for :class:`numpyro.infer.HMCGibbs`.
 
     Parameters
@@ -62,6 +62,8 @@ def make_gibbs_fn(K, delta, hyper: Hyper = DEFAULT_HYPER):
         Signed targets Δ.
     hyper : Hyper
         Hyper-parameters.
+    weight : array (N,), optional
+        Sample weights of the weighted model (:mod:`bayesmkl.likelihood`).
 
     Returns
     -------
@@ -72,14 +74,16 @@ def make_gibbs_fn(K, delta, hyper: Hyper = DEFAULT_HYPER):
     """
     K = jnp.asarray(K)
     delta = jnp.asarray(delta, dtype=jnp.float64)
+    weight = None if weight is None else jnp.asarray(weight, dtype=jnp.float64)
 
     def gibbs_fn(rng_key, gibbs_sites, hmc_sites):
         k_lam, k_ab, k_nu, k_vs = jax.random.split(rng_key, 4)
         e = hmc_sites["e"]
         Kw = combine_kernels(K, e / jnp.sum(e))
         f = decision_values(Kw, gibbs_sites["a"], gibbs_sites["b"])
-        lam = cond.sample_lam(k_lam, f, delta, hyper.gamma0)
-        a, b = cond.sample_ab(k_ab, Kw, delta, lam, gibbs_sites["nu"], hyper.bias_prior_var)
+        lam = cond.sample_lam(k_lam, f, delta, hyper.gamma0, weight)
+        nu_old, tau = gibbs_sites["nu"], hyper.bias_prior_var
+        a, b = cond.sample_ab(k_ab, Kw, delta, lam, nu_old, tau, weight)
         nu = cond.sample_nu(k_nu, a, gibbs_sites["varsigma"], hyper.alpha_a)
         varsigma = cond.sample_varsigma(k_vs, nu, hyper.alpha_a, hyper.beta_a, hyper.kappa)
         return {"lam": lam, "a": a, "b": b, "nu": nu, "varsigma": varsigma}
@@ -87,7 +91,9 @@ def make_gibbs_fn(K, delta, hyper: Hyper = DEFAULT_HYPER):
     return gibbs_fn
 
 
-def reference_kernel(K, delta, hyper: Hyper = DEFAULT_HYPER, **nuts_kwargs) -> HMCGibbs:
+def reference_kernel(
+    K, delta, hyper: Hyper = DEFAULT_HYPER, weight=None, **nuts_kwargs
+) -> HMCGibbs:
     """E1 reference sampler: NUTS on log e inside NumPyro's Gibbs machinery (spec §4.4).
 
     Parameters
@@ -99,6 +105,8 @@ def reference_kernel(K, delta, hyper: Hyper = DEFAULT_HYPER, **nuts_kwargs) -> H
         Signed targets Δ.
     hyper : Hyper
         Hyper-parameters of the augmented model.
+    weight : array (N,), optional
+        Sample weights; pass them to ``MCMC.run(key, K, delta, weight)`` as well.
     **nuts_kwargs
         Passed to :class:`numpyro.infer.NUTS` (e.g. ``target_accept_prob``, ``max_tree_depth``).
 
@@ -125,7 +133,8 @@ def reference_kernel(K, delta, hyper: Hyper = DEFAULT_HYPER, **nuts_kwargs) -> H
     """
     model = partial(bm3kl_model, hyper=hyper, augmented=True)
     nuts = NUTS(model, **nuts_kwargs)
-    return HMCGibbs(nuts, gibbs_fn=make_gibbs_fn(K, delta, hyper), gibbs_sites=list(GIBBS_SITES))
+    gibbs_fn = make_gibbs_fn(K, delta, hyper, weight)
+    return HMCGibbs(nuts, gibbs_fn=gibbs_fn, gibbs_sites=list(GIBBS_SITES))
 
 
 def marginal_model(hyper: Hyper = DEFAULT_HYPER, noncentered: bool = True):
@@ -147,6 +156,7 @@ def run_marginal_nuts(
     delta,
     hyper: Hyper = DEFAULT_HYPER,
     *,
+    weight=None,
     num_warmup: int = 500,
     num_samples: int = 1000,
     num_chains: int = 1,
@@ -169,6 +179,8 @@ def run_marginal_nuts(
         Hyper-parameters; the likelihood is L (γ0 = 0) or L' (γ0 > 0).
     num_warmup, num_samples, num_chains, chain_method
         As for :class:`numpyro.infer.MCMC`.
+    weight : array (N,), optional
+        Sample weights of the weighted model (:mod:`bayesmkl.likelihood`).
     noncentered : bool
         Reparameterise ``a`` non-centrally (see :func:`marginal_model`).
     progress_bar : bool
@@ -193,5 +205,6 @@ def run_marginal_nuts(
         progress_bar=progress_bar,
         jit_model_args=True,
     )
-    mcmc.run(rng_key, K, delta, extra_fields=tuple(extra_fields))
+    args = (K, delta) if weight is None else (K, delta, weight)
+    mcmc.run(rng_key, *args, extra_fields=tuple(extra_fields))
     return mcmc

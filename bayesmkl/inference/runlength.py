@@ -11,6 +11,10 @@ Memory stays bounded on long runs: once more than ``max_kept`` draws per chain a
 stored draws (and the monitors) are thinned by two, and later chunks by the same factor. The
 diagnostics are computed on the thinned draws, so they are those of what is returned.
 
+A run can be resumed (``resume=``, used by ``BM3KLClassifier(warm_start=True)``): its chains
+continue from the MCMC state where an earlier run stopped, its draws are appended to the earlier
+ones at the earlier thinning, and the diagnostics are those of all draws together.
+
 Quantities with no spread (sd below ``CONSTANT_SD``, e.g. a probability stuck at 1) have no
 R-hat or ESS and are skipped.
 """
@@ -57,6 +61,27 @@ class RunReport(NamedTuple):
     rhat_max: float
     ess_bulk_min: float
     worst: str
+    seconds: float
+
+
+class Resume(NamedTuple):
+    """An earlier run that :func:`sample_until_converged` continues.
+
+    Attributes
+    ----------
+    samples, extra : dict of arrays (chains, draws, ...)
+        Its stored draws and extra fields (thinned by ``thinning``).
+    thinning : int
+    num_samples : int
+        Its post-warm-up sweeps per chain.
+    seconds : float
+        Its wall time.
+    """
+
+    samples: dict
+    extra: dict
+    thinning: int
+    num_samples: int
     seconds: float
 
 
@@ -118,6 +143,7 @@ def sample_until_converged(
     max_samples: int = 10_000,
     max_time: float | None = None,
     max_kept: int = 1_000,
+    resume: Resume | None = None,
 ) -> tuple[dict, dict, RunReport]:
     """Warm up, then sample chunks of ``mcmc.num_samples`` sweeps until converged or out of budget.
 
@@ -143,6 +169,11 @@ def sample_until_converged(
         probably overrun it.
     max_kept : int
         Stored draws per chain above which everything stored is thinned by two.
+    resume : Resume, optional
+        An earlier run whose chains ``mcmc`` continues (its ``post_warmup_state`` set to the
+        earlier last state, ``rng_key`` the keys stored in that state): the earlier draws come
+        first, the new chunks are thinned as the earlier ones, and ``num_samples``/``seconds``
+        of the report count both runs; ``max_samples`` and ``max_time`` budget this call only.
 
     Returns
     -------
@@ -153,7 +184,11 @@ def sample_until_converged(
     chunk = int(mcmc.num_samples)
     t0 = time.perf_counter()
     samples, extra, mons = [], [], []
-    thin, done = 1, 0
+    thin, done, done0, seconds0 = 1, 0, 0, 0.0
+    if resume is not None:
+        samples, extra = [dict(resume.samples)], [dict(resume.extra)]
+        mons = [{k: np.asarray(v) for k, v in monitor(resume.samples).items()}]
+        thin, done0, seconds0 = int(resume.thinning), int(resume.num_samples), resume.seconds
     key = rng_key
     while True:
         t_chunk = time.perf_counter()
@@ -171,8 +206,8 @@ def sample_until_converged(
 
         seconds = time.perf_counter() - t0
         report = judge(
-            _concat(mons), rhat_target, ess_target, stopped_by="targets", num_samples=done,
-            thinning=thin, seconds=seconds,
+            _concat(mons), rhat_target, ess_target, stopped_by="targets",
+            num_samples=done0 + done, thinning=thin, seconds=seconds0 + seconds,
         )  # fmt: skip
         stopped_by = None
         if report.converged:

@@ -38,6 +38,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from bayesmkl.kernels._checks import check_gram
+
 __all__ = ["CUSTOM_FAMILIES", "classify", "evaluate", "head_name", "self_similarity"]
 
 #: Families of custom kernels (the built-in ones are "gauss", "poly", "linear").
@@ -208,17 +210,8 @@ def evaluate(family, kernel, params, A, B, *, name: str, symmetric: bool = False
             f"k(X, Y) must return an array of shape (len(X), len(Y)) = ({M}, {N})"
         )
     K = K.astype(np.float64, copy=False)
-    if not np.all(np.isfinite(K)):
-        i, j = np.argwhere(~np.isfinite(K))[0]
-        raise ValueError(f"kernel '{name}' returned NaN or inf (first at [{i}, {j}])")
-    if symmetric:
-        scale = float(np.max(np.abs(K)))
-        asym = float(np.max(np.abs(K - K.T)))
-        if asym > 1e-6 * scale:
-            raise ValueError(
-                f"kernel '{name}' is not symmetric on the training data: max |K - K^T| = "
-                f"{asym:.3g} exceeds the tolerance 1e-6 * max|K| = {1e-6 * scale:.3g}"
-            )
+    symmetry = " on the training data" if symmetric else None
+    check_gram(K, f"kernel '{name}'", nan_verb="returned", symmetry=symmetry)
     return K
 
 

@@ -6,8 +6,8 @@ from oracles import gaussian_gram, problem
 from sklearn.base import clone
 
 from bayesmkl.baselines import AverageMKL, BestSingleKernelSVM
+from bayesmkl.baselines._solvers import solve_at_weights
 from bayesmkl.baselines._svm import combine, fit_svc
-from bayesmkl.baselines.average import solve_at_weights
 
 
 def test_average_is_one_svc_on_the_mean_kernel():
@@ -92,7 +92,7 @@ def test_params_are_stored_verbatim_and_clone():
 @pytest.mark.parametrize(
     "est, match",
     [
-        (AverageMKL(kernels="precomputed", C=0), "C must be a positive number"),
+        (AverageMKL(kernels="precomputed", C=0), "C must be a finite positive number"),
         (AverageMKL(kernels="precomputed", C=-1.0), "C must be"),
         (AverageMKL(kernels="precomputed", C=np.nan), "C must be"),
         (AverageMKL(kernels="precomputed", C="1"), "C must be"),

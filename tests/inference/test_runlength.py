@@ -6,7 +6,7 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS
 
-from bayesmkl.inference.runlength import convergence_stats, sample_until_converged
+from bayesmkl.inference.runlength import Resume, convergence_stats, sample_until_converged
 
 
 def _normal_model():
@@ -68,3 +68,23 @@ def test_time_budget_stops_the_run_but_one_chunk_always_runs():
     )  # fmt: skip
     assert rep.stopped_by == "max_time" and rep.num_samples == 100
     assert rep.seconds > 1e-6
+
+
+def test_resumed_run_equals_one_longer_run_thinning_included():
+    """400 sweeps, then 400 more from the stored state and draws (``resume=``), give the draws,
+    thinning and report of one run of 800: the earlier draws are thinned with the new ones."""
+    kw = dict(ess_target=1e9, max_kept=250, extra_fields=("diverging",))
+    mcmc = _mcmc(100)
+    s1, x1, r1 = sample_until_converged(mcmc, jax.random.key(3), (), _monitor, max_samples=400,
+                                        **kw)  # fmt: skip
+    assert r1.num_samples == 400 and r1.thinning == 2
+    s2, x2, r2 = sample_until_converged(
+        mcmc, mcmc.last_state.rng_key, (), _monitor, max_samples=400, **kw,
+        resume=Resume(s1, x1, r1.thinning, r1.num_samples, r1.seconds),
+    )  # fmt: skip
+    s, x, r = sample_until_converged(_mcmc(100), jax.random.key(3), (), _monitor,
+                                     max_samples=800, **kw)  # fmt: skip
+    assert r2.num_samples == r.num_samples == 800 and r2.thinning == r.thinning == 4
+    np.testing.assert_array_equal(s2["x"], s["x"])
+    np.testing.assert_array_equal(x2["diverging"], x["diverging"])
+    assert r2.ess_bulk_min == r.ess_bulk_min and r2.seconds >= r1.seconds

@@ -11,8 +11,7 @@ from sklearn.metrics.pairwise import polynomial_kernel as sk_poly
 from sklearn.metrics.pairwise import rbf_kernel
 
 import bayesmkl  # noqa: F401  (enables float64 in JAX)
-from bayesmkl.kernels import KernelPool, KernelSpec, validate_precomputed
-from bayesmkl.kernels import pool as pool_module
+from bayesmkl.kernels import KernelPool, KernelSpec, _compute, validate_precomputed
 from bayesmkl.kernels.input import KernelInput, resolve_kernels
 from bayesmkl.kernels.pool import NotFittedError
 
@@ -84,7 +83,7 @@ def test_simplemkl_order(simplemkl_fitted):
     pool, _, _ = simplemkl_fitted
     names = pool.names
     assert names[:13] == [s.name for s in KernelPool.simplemkl(normalize=False).recipe[:13]]
-    assert names[13:13 + D] == [f"gauss(s=0.125)[x{j}]" for j in range(D)]
+    assert names[13 : 13 + D] == [f"gauss(s=0.125)[x{j}]" for j in range(D)]
     assert names[-1] == f"poly(d=3)[x{D - 1}]"
 
 
@@ -131,9 +130,15 @@ def test_raw_pool_values_match_sklearn(data):
     """Mixed explicit specs, irregular per-feature grid, duplicates; no preprocessing."""
     Xtr, Xte = data
     specs = [
-        KernelSpec("gauss", 0.5, 2), KernelSpec("poly", 2, (0, 3)), KernelSpec("gauss", 2.0),
-        KernelSpec("linear", None, 4), KernelSpec("gauss", 0.5, 0), KernelSpec("gauss", 3.0, 2),
-        KernelSpec("poly", 3, 1), KernelSpec("gauss", 2.0), KernelSpec("poly", 1),
+        KernelSpec("gauss", 0.5, 2),
+        KernelSpec("poly", 2, (0, 3)),
+        KernelSpec("gauss", 2.0),
+        KernelSpec("linear", None, 4),
+        KernelSpec("gauss", 0.5, 0),
+        KernelSpec("gauss", 3.0, 2),
+        KernelSpec("poly", 3, 1),
+        KernelSpec("gauss", 2.0),
+        KernelSpec("poly", 1),
         KernelSpec("gauss", 1.5, (4, 1)),
     ]
     pool = KernelPool(specs, standardize=False, normalize=False, poly_offset=0.5).fit(Xtr)
@@ -230,9 +235,9 @@ def test_chunked_computation_matches(data, simplemkl_fitted, raw_simplemkl, monk
     """
     Xtr, Xte = data
     pool, K, Kx = simplemkl_fitted
-    monkeypatch.setattr(pool_module, "_CHUNK_ENTRIES", 4 * N_TRAIN * N_TRAIN)
+    monkeypatch.setattr(_compute, "_CHUNK_ENTRIES", 4 * N_TRAIN * N_TRAIN)
     np.testing.assert_allclose(pool.train_kernels(), K, rtol=1e-14, atol=1e-15)
-    monkeypatch.setattr(pool_module, "_CHUNK_ENTRIES", 6 * N_TRAIN * N_TRAIN)
+    monkeypatch.setattr(_compute, "_CHUNK_ENTRIES", 6 * N_TRAIN * N_TRAIN)
     np.testing.assert_allclose(pool.train_kernels(), K, rtol=1e-14, atol=1e-15)
     np.testing.assert_allclose(pool.cross_kernels(Xte), Kx, rtol=1e-14, atol=1e-15)
     raw = KernelPool.simplemkl(normalize=False, center=True).fit(Xtr)
@@ -365,3 +370,20 @@ def test_validate_precomputed_rejects():
         validate_precomputed(bad)
     with pytest.raises(ValueError, match="2 names for 3"):
         validate_precomputed(np.stack([G, G, G]), names=["a", "b"])
+
+
+def test_restore_fitted_reproduces_the_fitted_pool(data):
+    """What io.pool_from_state does: a pool restored from the fitted arrays gives the same
+    kernels without refitting, and refuses arrays it does not know or a missing X_fit_."""
+    from bayesmkl.kernels.pool import FITTED_ARRAYS
+
+    Xtr, Xte = data
+    fitted = KernelPool.simplemkl(center=True).fit(Xtr)
+    arrays = {name: getattr(fitted, name) for name in FITTED_ARRAYS}
+    restored = KernelPool.simplemkl(center=True).restore_fitted(fitted.n_features_in_, **arrays)
+    np.testing.assert_array_equal(restored.train_kernels(), fitted.train_kernels())
+    np.testing.assert_array_equal(restored.cross_kernels(Xte), fitted.cross_kernels(Xte))
+    with pytest.raises(ValueError, match="unknown fitted arrays"):
+        KernelPool.bsvm16().restore_fitted(D, X_fit_=Xtr, colour_=1)
+    with pytest.raises(ValueError, match="X_fit_"):
+        KernelPool.bsvm16().restore_fitted(D, mean_=Xtr.mean(axis=0))

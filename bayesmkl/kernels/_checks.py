@@ -1,0 +1,196 @@
+"""Input checks of kernel pools: features, standardisation, finite kernels and memory."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = [
+    "MEMORY_LIMIT_ENV",
+    "KernelMemoryError",
+    "NotFittedError",
+    "check_X",
+    "check_finite_kernels",
+    "check_gram",
+    "check_kernel_memory",
+    "check_poly_offset",
+    "check_spec_features",
+    "check_storage_dtype",
+    "check_standardisation",
+    "kernel_memory_limit",
+]
+
+#: Environment variable with the most memory (GiB) one kernel tensor may take; default: the
+#: memory available now (``MemAvailable`` of ``/proc/meminfo``).
+MEMORY_LIMIT_ENV = "BAYESMKL_MEMORY_LIMIT_GB"
+
+
+class KernelMemoryError(ValueError, MemoryError):
+    """A kernel tensor would not fit in memory (raised before allocating it)."""
+
+
+def kernel_memory_limit() -> float | None:
+    """Bytes one kernel tensor may take: ``$BAYESMKL_MEMORY_LIMIT_GB`` or the available memory.
+
+    ``None`` when neither is known (no check is then made).
+    """
+    import os
+
+    env = os.environ.get(MEMORY_LIMIT_ENV)
+    if env:
+        try:
+            return float(env) * 2**30
+        except ValueError:
+            raise ValueError(f"{MEMORY_LIMIT_ENV}={env!r} is not a number of GiB") from None
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_kernel_memory(P: int, M: int, N: int, dtype, what: str = "kernel tensor") -> int:
+    """Raise :class:`KernelMemoryError` when ``P × M × N`` entries of ``dtype`` exceed the limit.
+
+    Returns the number of bytes otherwise.
+    """
+    itemsize = np.dtype(dtype).itemsize
+    need = int(P) * int(M) * int(N) * itemsize
+    limit = kernel_memory_limit()
+    if limit is not None and need > limit:
+        gib = need / 2**30
+        hints = []
+        if itemsize > 4:
+            hints.append(f"kernel_dtype='float32' (CLI: --kernel-dtype float32; {gib / 2:.3g} GiB)")
+        hints.append("fewer kernels (e.g. 'bsvm16' instead of 'simplemkl', 13·(d+1) kernels)")
+        hints.append("fewer rows, or a feature view")
+        raise KernelMemoryError(
+            f"the {what} ({P} kernels × {M} × {N}, {np.dtype(dtype).name}) needs "
+            f"{gib:.3g} GiB but only {limit / 2**30:.3g} GiB are available "
+            f"(set {MEMORY_LIMIT_ENV} to change the limit); use " + ", ".join(hints)
+        )
+    return need
+
+
+class NotFittedError(ValueError):
+    """Raised when a pool is used before :meth:`KernelPool.fit`, or before its expansion."""
+
+
+def check_X(X, what: str = "X") -> np.ndarray:
+    try:
+        arr = np.asarray(X)
+    except Exception as exc:  # ragged lists and the like
+        raise ValueError(f"{what} could not be converted to an array: {exc}") from None
+    if (
+        arr.dtype == object
+        or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool)
+        or np.issubdtype(arr.dtype, np.complexfloating)
+    ):
+        raise ValueError(f"{what} must be a real numeric array; got dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise ValueError(
+            f"{what} must be 2-D (n_samples, n_features); got shape {arr.shape}"
+            + (" (use X.reshape(-1, 1) for a single feature)" if arr.ndim == 1 else "")
+        )
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise ValueError(f"{what} must have at least one sample and one feature; got {arr.shape}")
+    arr = arr.astype(np.float64, copy=False)
+    finite = np.isfinite(arr)
+    if not finite.all():
+        bad_cols = np.flatnonzero(~finite.all(axis=0))
+        c = int(bad_cols[0])
+        r = int(np.flatnonzero(~finite[:, c])[0])
+        kind = "NaN" if np.isnan(arr[r, c]) else "inf"
+        more = f" (columns {bad_cols.tolist()[:20]} are affected)" if bad_cols.size > 1 else ""
+        raise ValueError(
+            f"{what} contains non-finite values: {kind} in column {c} (first at row {r}){more}"
+        )
+    return arr
+
+
+def check_standardisation(X: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> None:
+    """Refuse columns whose mean or standard deviation overflows float64.
+
+    A value like 1e300 makes the variance infinite; the standardised column would then be
+    zero (or NaN) everywhere, silently. The message names the column and the offending row.
+    """
+    bad = np.flatnonzero(~(np.isfinite(mean) & np.isfinite(sd)))
+    if bad.size:
+        c = int(bad[0])
+        r = int(np.argmax(np.abs(X[:, c])))
+        more = f" (also columns {bad[1:20].tolist()})" if bad.size > 1 else ""
+        raise ValueError(
+            f"X column {c} cannot be standardised: its value {X[r, c]:.3g} (row {r}) makes the "
+            f"variance overflow float64{more}. Rescale the column (e.g. divide it by its "
+            "largest absolute value, or take a logarithm) or remove the outlying rows."
+        )
+
+
+def check_finite_kernels(out: np.ndarray, Xrows: np.ndarray, specs, what: str) -> None:
+    """Refuse kernel values that are NaN or infinite (features too large for a kernel)."""
+    for m in range(out.shape[0]):
+        finite = np.isfinite(out[m])
+        if finite.all():
+            continue
+        r = int(np.flatnonzero(~finite.all(axis=1))[0])
+        c = int(np.argmax(np.abs(Xrows[r]))) if Xrows.shape[1] else 0
+        n_bad = int((~finite.all(axis=1)).sum())
+        raise ValueError(
+            f"kernel {m} '{specs[m].name}' is not finite for {n_bad} {what} row(s) (first: row "
+            f"{r}, whose standardised feature {c} is {Xrows[r, c]:.3g}): too large for this "
+            "kernel (polynomial kernels overflow float64). Check the row for extreme values or "
+            "rescale the features."
+        )
+
+
+def check_storage_dtype(dtype) -> np.dtype:
+    """The pool's storage dtype as a NumPy dtype (float32 or float64)."""
+    dt = np.dtype(dtype)
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"dtype must be float32 or float64; got {dt}")
+    return dt
+
+
+def check_poly_offset(off) -> None:
+    """Refuse a polynomial offset that is not a finite number."""
+    if (
+        isinstance(off, bool)
+        or not isinstance(off, (int, float, np.integer, np.floating))
+        or not math.isfinite(float(off))
+    ):
+        raise ValueError(f"poly_offset must be a finite number; got {off!r}")
+
+
+def check_spec_features(specs, d: int) -> None:
+    """Refuse a (concrete) spec that reads a column beyond the ``d`` of the data."""
+    for i, s in enumerate(specs):
+        if s.features not in ("all",) and max(s.features) >= d:
+            raise ValueError(
+                f"kernel {i} '{s.name}' uses feature index {max(s.features)}, but X has "
+                f"only {d} features (indices 0..{d - 1})"
+            )
+
+
+def check_gram(K: np.ndarray, what: str, *, nan_verb: str = "contains", symmetry: str = ""):
+    """Refuse a matrix ``K`` with NaN/inf entries, or ``K`` not symmetric within
+    ``1e-6 · max|K|`` when ``symmetry`` is not ``None``; messages start with ``what`` (e.g.
+    ``"precomputed kernel 3"``), ``nan_verb`` and ``symmetry`` complete them."""
+    if not np.all(np.isfinite(K)):
+        i, j = np.argwhere(~np.isfinite(K))[0]
+        raise ValueError(f"{what} {nan_verb} NaN or inf (first at [{i}, {j}])")
+    if symmetry is None:
+        return
+    scale = float(np.max(np.abs(K)))
+    asym = float(np.max(np.abs(K - K.T)))
+    if asym > 1e-6 * scale:
+        raise ValueError(
+            f"{what} is not symmetric{symmetry}: max |K - K^T| = {asym:.3g} exceeds the "
+            f"tolerance 1e-6 * max|K| = {1e-6 * scale:.3g}"
+        )

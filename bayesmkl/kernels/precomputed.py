@@ -1,0 +1,133 @@
+"""Checks of a user's precomputed kernel stack: shape, dtype, finiteness, symmetry and PSD."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from bayesmkl.kernels._checks import check_gram
+
+__all__ = ["PSD_RTOL", "validate_precomputed"]
+
+#: Relative tolerance of the positive semi-definiteness check of precomputed kernels, by dtype:
+#: a Gram matrix is accepted when ``K + PSD_RTOL · max|K| · I`` has a Cholesky factor, i.e. when
+#: its smallest eigenvalue is above ``−PSD_RTOL · max|K|`` (``max|K|`` bounds the diagonal of a PSD
+#: matrix). The float64 value leaves a wide margin over rounding errors of computed kernels
+#: (≈ N·ε·max|K|); float32 kernels carry ≈ 1e−7 relative errors per entry.
+PSD_RTOL = {"float64": 1e-6, "float32": 1e-3}
+
+
+def validate_precomputed(
+    K, names: Sequence[str] | None = None, *, psd_rtol: float | None = None
+) -> tuple[np.ndarray, list[str]]:
+    """Check a user's precomputed training kernels and return them as one stack.
+
+    Parameters
+    ----------
+    K : array (P, N, N), array (N, N), or list of (N, N) arrays
+        Gram matrices of the training points. A single matrix gives ``P = 1``. An array input
+        is not copied when it already is a float array.
+    names : sequence of str, optional
+        One name per kernel; defaults to ``K0, K1, ...``.
+    psd_rtol : float, optional
+        Tolerance of the positive semi-definiteness check: kernel m is refused when
+        ``K_m + psd_rtol · max|K_m| · I`` has no Cholesky factor, i.e. when its smallest
+        eigenvalue is below ``−psd_rtol · max|K_m|``. Default :data:`PSD_RTOL` for the dtype
+        (1e-6 for float64, 1e-3 for float32); ``0`` accepts only numerically PD matrices.
+
+    Returns
+    -------
+    K : ndarray, shape (P, N, N)
+        Floating dtype (float32 is kept; other dtypes become float64).
+    names : list of str, length P
+
+    Raises
+    ------
+    ValueError
+        If a matrix is not square, the matrices differ in size, an entry is NaN/inf, a
+        kernel is not symmetric within ``1e-6 * max|K_m|`` (the message gives the kernel index
+        and the largest asymmetry), or a kernel is indefinite beyond ``psd_rtol`` (the message
+        gives its smallest and largest eigenvalues).
+    """
+    if isinstance(K, (list, tuple)):
+        if len(K) == 0:
+            raise ValueError("the list of precomputed kernels is empty")
+        mats = []
+        for m, k in enumerate(K):
+            k = np.asarray(k)
+            if k.ndim != 2 or k.shape[0] != k.shape[1]:
+                raise ValueError(
+                    f"precomputed kernel {m} has shape {k.shape}: each Gram matrix must be "
+                    "square (N, N)"
+                )
+            if k.shape != np.shape(K[0]):
+                raise ValueError(
+                    f"precomputed kernels differ in size: kernel 0 is {np.shape(K[0])}, "
+                    f"kernel {m} is {k.shape}"
+                )
+            mats.append(k)
+        K = np.stack(mats)
+    else:
+        K = np.asarray(K)
+        if K.ndim == 2:
+            K = K[None]
+        if K.ndim != 3:
+            raise ValueError(
+                f"precomputed kernels must be (P, N, N), (N, N) or a list of (N, N); got shape "
+                f"{K.shape}"
+            )
+        if K.shape[1] != K.shape[2]:
+            raise ValueError(
+                f"precomputed kernels have shape {K.shape}: Gram matrices must be square "
+                "(P, N, N); for test kernels (P, M, N) use the estimator's predict"
+            )
+    if K.shape[0] == 0 or K.shape[1] == 0:
+        raise ValueError(f"precomputed kernels are empty: shape {K.shape}")
+    if (
+        K.dtype == object
+        or not (np.issubdtype(K.dtype, np.number) or K.dtype == bool)
+        or np.issubdtype(K.dtype, np.complexfloating)
+    ):
+        raise ValueError(f"precomputed kernels must be real numbers; got dtype {K.dtype}")
+    if not np.issubdtype(K.dtype, np.floating) or K.dtype == np.float16:
+        K = K.astype(np.float64)
+    for m in range(K.shape[0]):
+        check_gram(K[m], f"precomputed kernel {m}")
+    rtol = PSD_RTOL[np.dtype(K.dtype).name] if psd_rtol is None else float(psd_rtol)
+    for m in range(K.shape[0]):
+        _check_psd(K[m], m, rtol)
+    P = K.shape[0]
+    if names is None:
+        names = [f"K{m}" for m in range(P)]
+    else:
+        if isinstance(names, str):
+            raise ValueError("names must be a sequence of strings, one per kernel")
+        names = [str(n) for n in names]
+        if len(names) != P:
+            raise ValueError(f"got {len(names)} names for {P} precomputed kernels")
+    return K, names
+
+
+def _check_psd(Km: np.ndarray, m: int, rtol: float) -> None:
+    """Refuse an indefinite Gram matrix (see :func:`validate_precomputed`, ``psd_rtol``)."""
+    from scipy.linalg import LinAlgError, cholesky, eigvalsh
+
+    A = np.array(Km, dtype=np.float64)  # a copy: the shift is added in place
+    A = 0.5 * (A + A.T)
+    scale = float(np.max(np.abs(A)))
+    if scale == 0.0:
+        return  # the zero kernel is PSD
+    A[np.diag_indices_from(A)] += rtol * scale
+    try:
+        cholesky(A, lower=True, check_finite=False, overwrite_a=True)
+        return
+    except LinAlgError:
+        pass
+    ev = eigvalsh(0.5 * (Km + Km.T).astype(np.float64))
+    raise ValueError(
+        f"precomputed kernel {m} is not positive semi-definite: its smallest eigenvalue "
+        f"{ev[0]:.3g} (largest {ev[-1]:.3g}) is below the tolerance -{rtol:g} * max|K| = "
+        f"{-rtol * scale:.3g}. BM3KL and the MKL baselines need PSD kernels: add c*I, clip "
+        "the negative eigenvalues (the tolerance is bayesmkl.kernels.pool.PSD_RTOL)."
+    )
