@@ -334,7 +334,9 @@ def sweep(
         a, b = cond.sample_ab(k_ab, Kw, delta, lam, z["nu"], tau, weight)
     # (4) TPBN
     if config.nu_update == "collapsed":  # conditions on (w, λ) only; ends with (a, b) | w, λ, ν
-        nu, varsigma, a, b = tpbn.collapsed_nu_step(k_nu, Kw, delta, lam, z["nu"], h, config.nu_max)
+        nu, varsigma, a, b = tpbn.collapsed_nu_step(
+            k_nu, Kw, delta, lam, z["nu"], h, config.nu_max, weight
+        )
     else:
         nu = cond.sample_nu(k_nu, a, z["varsigma"], h.alpha_a, config.hyper.alpha_a == 1.0)
         varsigma = cond.sample_varsigma(k_vs, nu, h.alpha_a, h.beta_a, h.kappa)

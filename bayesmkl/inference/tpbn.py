@@ -7,7 +7,8 @@ units of log ν (the classic shrinkage-prior Gibbs trap), and with it the suppor
 decision values f and the collapsed target of w. Here each ν_ci is drawn from its conditional
 given w, λ and the other scales only, in one exact step.
 
-Model per class c (pseudo-observations T = δ(1 + λ), V = λ): T_c = K_w a_c + b_c 1 + noise,
+Model per class c (pseudo-observations T = δ(1 + λ), V = λ, or their weighted forms of
+:func:`bayesmkl.likelihood.pseudo_observations`): T_c = K_w a_c + b_c 1 + noise,
 noise ~ N(0, diag V_c), a_ci ~ N(0, ν_ci), b_c ~ N(0, τ), so with (a_c, b_c) integrated out
 
     T_c ~ N(0, Σ_c),   Σ_c = K_w diag(ν_c) K_w + τ 1 1ᵀ + diag V_c,
@@ -226,20 +227,21 @@ def nu_scan(key, Kw, t, v, nu, tau, alpha, beta, kappa, nu_max=NU_MAX, return_in
     return (nu, B, scale) if return_inverse else nu
 
 
-def collapsed_nu_step(key, Kw, delta, lam, nu, hyper, nu_max=NU_MAX):
+def collapsed_nu_step(key, Kw, delta, lam, nu, hyper, nu_max=NU_MAX, weight=None):
     """The collapsed TPBN block: ν | w, λ point by point, then ς | ν, then (a, b) | w, λ, ν.
 
     ``Kw: (N, N)``, ``delta, lam, nu: (C, N)``; ``hyper`` a :class:`~bayesmkl.model.Hyper`
-    of (possibly traced) values; ``nu_max`` the upper bound of ν. Returns
-    ``(nu, varsigma, a, b)``.
+    of (possibly traced) values; ``nu_max`` the upper bound of ν; ``weight`` sample weights
+    ``(N,)`` or ``None`` (they only change the pseudo-observations T, V:
+    :func:`bayesmkl.likelihood.pseudo_observations`). Returns ``(nu, varsigma, a, b)``.
     """
     k_nu, k_vs, k_ab = jax.random.split(key, 3)
     C = delta.shape[0]
-    T, V = pseudo_observations(delta, lam)
+    T, V = pseudo_observations(delta, lam, weight)
     scan = lambda k, t, v, n: nu_scan(  # noqa: E731
         k, Kw, t, v, n, hyper.bias_prior_var, hyper.alpha_a, hyper.beta_a, hyper.kappa, nu_max
     )
     nu = jax.vmap(scan)(jax.random.split(k_nu, C), T, V, nu)
     varsigma = cond.sample_varsigma(k_vs, nu, hyper.alpha_a, hyper.beta_a, hyper.kappa)
-    a, b = cond.sample_ab(k_ab, Kw, delta, lam, nu, hyper.bias_prior_var)
+    a, b = cond.sample_ab(k_ab, Kw, delta, lam, nu, hyper.bias_prior_var, weight)
     return nu, varsigma, a, b

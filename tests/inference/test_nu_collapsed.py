@@ -208,9 +208,10 @@ def test_geweke_collapsed_block():
     assert not bad, f"Geweke KS failures (alpha={alpha:.1e}): {bad}"
 
 
-def test_sweep_option_and_validation():
-    """``nu_update="collapsed"`` runs in the BM3KL sweep: finite draws, every ν moves in every
-    sweep and respects ν_max; bad option values are refused."""
+@pytest.mark.parametrize("weighted", [False, True])
+def test_sweep_option_and_validation(weighted):
+    """``nu_update="collapsed"`` runs in the BM3KL sweep (with and without sample weights):
+    finite draws, every ν moves in every sweep and respects ν_max; bad values are refused."""
     from numpyro.infer import MCMC
 
     from bayesmkl.inference import BM3KL
@@ -225,7 +226,8 @@ def test_sweep_option_and_validation():
         BM3KL(nu_update="collapsed", move="gibbs", nu_max=1e6), num_warmup=0, num_samples=5,
         jit_model_args=True, progress_bar=False,
     )  # fmt: skip
-    mcmc.run(jax.random.key(0), K, delta)
+    weight = [jnp.asarray([1.0, 0.0, 2.0, 0.5, 1.0, 3.0])] if weighted else []
+    mcmc.run(jax.random.key(0), K, delta, *weight)
     z = mcmc.get_samples()
     assert all(np.all(np.isfinite(np.asarray(v))) for v in z.values())
     nu = np.asarray(z["nu"])
