@@ -10,7 +10,9 @@ One sweep, in the paper's order (spec §5):
 3. K_w = Σ w_m K_m (one GEMV), then λ | rest and (a, b) | rest (Matheron's rule, batched over
    classes) — in the order (a, b) → λ after a collapsed move, since that move integrated (a, b)
    out and they must be drawn given the new w before anything else conditions on them;
-4. ν | a, ς and ς | ν.
+4. ν | a, ς and ς | ν — or, with ``nu_update="collapsed"``, the collapsed TPBN block of
+   :mod:`bayesmkl.inference.tpbn` (each ν_ci | w, λ, ν_{-ci} with a, b, ς integrated out, then
+   ς | ν and (a, b) | w, λ, ν).
 
 The whole sweep is one jitted function of ``(state, K, delta)``; it is compiled once per data
 shape and configuration. The kernels ``K: (P, N, N)`` and targets ``delta: (C, N)`` are the
@@ -32,7 +34,7 @@ from numpyro.util import is_prng_key
 from bayesmkl._x64 import x64_enabled
 from bayesmkl.inference import collapsed as coll
 from bayesmkl.inference import conditionals as cond
-from bayesmkl.inference import simplex
+from bayesmkl.inference import simplex, tpbn
 from bayesmkl.inference.moves import (
     MOVE_SPECS,
     MOVES,
@@ -48,6 +50,7 @@ from bayesmkl.likelihood import pseudo_observations
 from bayesmkl.model import Hyper, bm3kl_model, combine_kernels, decision_values, log_joint
 
 SITES = ("e", "a", "b", "lam", "nu", "varsigma")
+NU_UPDATES = ("gibbs", "collapsed")
 
 
 class BM3KLConfig(NamedTuple):
@@ -83,6 +86,13 @@ class BM3KLConfig(NamedTuple):
         Learn a dense inverse mass matrix for the HMC moves during warm-up (the covariance of
         u = 2√e over the middle half of warm-up; :func:`mass_window`). Off by default: on
         breast cancer (bsvm16, 4 chains) it did not raise the smallest ESS of w.
+    nu_update : str
+        ``"gibbs"`` (default): ν | a, ς then ς | ν (spec §3.3). ``"collapsed"``: the exact
+        collapsed block of :mod:`bayesmkl.inference.tpbn` (one O(N³) sweep over all points per
+        class, plus one more (a, b) draw).
+    nu_max : float
+        Upper bound of ν under ``nu_update="collapsed"`` (a truncation of the TPB prior that
+        keeps Σ factorisable; :mod:`bayesmkl.inference.tpbn`).
     """
 
     hyper: Hyper = Hyper()
@@ -97,6 +107,8 @@ class BM3KLConfig(NamedTuple):
     pairs_per_kernel: float = 4.0
     n_active: int = 64
     dense_mass: bool = False
+    nu_update: str = "gibbs"
+    nu_max: float = tpbn.NU_MAX
 
     def validate(self) -> BM3KLConfig:
         if self.move not in MOVES:
@@ -116,6 +128,10 @@ class BM3KLConfig(NamedTuple):
             raise ValueError(f"pairs_per_kernel must be positive; got {self.pairs_per_kernel}")
         if int(self.n_active) < 1:
             raise ValueError(f"n_active must be at least 1; got {self.n_active}")
+        if self.nu_update not in NU_UPDATES:
+            raise ValueError(f"nu_update must be one of {NU_UPDATES}; got {self.nu_update!r}")
+        if not self.nu_max > 0:
+            raise ValueError(f"nu_max must be positive; got {self.nu_max}")
         return self
 
     @property
@@ -317,8 +333,13 @@ def sweep(
         lam = cond.sample_lam(k_lam, f, delta, h.gamma0, weight)
         a, b = cond.sample_ab(k_ab, Kw, delta, lam, z["nu"], tau, weight)
     # (4) TPBN
-    nu = cond.sample_nu(k_nu, a, z["varsigma"], h.alpha_a, config.hyper.alpha_a == 1.0)
-    varsigma = cond.sample_varsigma(k_vs, nu, h.alpha_a, h.beta_a, h.kappa)
+    if config.nu_update == "collapsed":  # conditions on (w, λ) only; ends with (a, b) | w, λ, ν
+        nu, varsigma, a, b = tpbn.collapsed_nu_step(
+            k_nu, Kw, delta, lam, z["nu"], h, config.nu_max, weight
+        )
+    else:
+        nu = cond.sample_nu(k_nu, a, z["varsigma"], h.alpha_a, config.hyper.alpha_a == 1.0)
+        varsigma = cond.sample_varsigma(k_vs, nu, h.alpha_a, h.beta_a, h.kappa)
 
     z_new = {"e": e, "a": a, "b": b, "lam": lam, "nu": nu, "varsigma": varsigma}
     pe = -log_joint(z_new, decision_values(Kw, a, b), delta, h, weight)
@@ -367,7 +388,7 @@ class BM3KL(MCMCKernel):
     move : {"collapsed", "gibbs", "exact", "rmala", "paper", "stable"}
         Kernel-weight move (:mod:`bayesmkl.inference.moves`); "collapsed" is the default.
     step_size, n_leapfrog, step_schedule, adapt_step_size, refresh_momentum, flip_momentum,
-    scale_refresh, pairs_per_kernel, n_active, dense_mass
+    scale_refresh, pairs_per_kernel, n_active, dense_mass, nu_update, nu_max
         See :class:`BM3KLConfig`.
 
     Examples
@@ -401,6 +422,8 @@ class BM3KL(MCMCKernel):
         pairs_per_kernel=4.0,
         n_active=64,
         dense_mass=False,
+        nu_update="gibbs",
+        nu_max=tpbn.NU_MAX,
     ):
         eta = tuple(np.asarray(eta, dtype=float).ravel()) if np.ndim(eta) else float(eta)
         hyper = Hyper(eta, float(alpha_a), float(beta_a), float(kappa), float(bias_prior_var),
@@ -408,7 +431,8 @@ class BM3KL(MCMCKernel):
         self.config = BM3KLConfig(
             hyper, move, float(step_size), int(n_leapfrog), step_schedule,
             bool(adapt_step_size), bool(refresh_momentum), bool(flip_momentum), scale_refresh,
-            float(pairs_per_kernel), int(n_active), bool(dense_mass),
+            float(pairs_per_kernel), int(n_active), bool(dense_mass), str(nu_update),
+            float(nu_max),
         ).validate()  # fmt: skip
         self._num_warmup = 0
         self._sample_fn = None
