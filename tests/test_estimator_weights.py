@@ -88,12 +88,11 @@ def test_balanced_class_weight_moves_predictions_toward_the_minority():
 @pytest.mark.slow
 def test_class_weight_equals_the_same_sample_weight():
     """class_weight={0: 1, 1: 3} and sample_weight = 3 on class 1 are the same weights, so the
-    same seed gives the same draws; and weights 3 differ from no weights."""
+    same seed gives the same draws (that weights change the draws at all is shown by the
+    imbalance test above)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         a = BM3KLClassifier(class_weight={0: 1.0, 1: 3.0}, **SHORT).fit(X, Y)
         b = BM3KLClassifier(**SHORT).fit(X, Y, sample_weight=np.where(Y == 1, 3.0, 1.0))
-        c = BM3KLClassifier(**SHORT).fit(X, Y)
     for site in ("w", "a", "b"):
         np.testing.assert_array_equal(a.posterior_[site], b.posterior_[site])
-    assert not np.allclose(a.posterior_["a"], c.posterior_["a"], rtol=1e-3)

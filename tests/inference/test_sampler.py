@@ -167,11 +167,11 @@ def _bm3kl_chains(move, K, delta, h, key, num_warmup, num_samples, n_chains):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("C", [1, 3])
-def test_exact_moves_agree_with_marginal_nuts(C):
-    """The default ("collapsed") and the "exact" sweep against NUTS on the marginal model: the
-    posterior mean of w and the test predictive probabilities agree within Z MCSE (each ESS >
-    100; measured: NUTS 300 draws x 4 chains ESS ~300, exact 2500 x 4 ~120-290, collapsed
-    600 x 4 ~500)."""
+def test_default_sweep_agrees_with_marginal_nuts(C):
+    """The default ("collapsed") sweep against NUTS on the marginal model: the posterior mean
+    of w and the test predictive probabilities agree within Z MCSE (each ESS > 100; measured:
+    NUTS 300 draws x 4 chains ESS ~300, collapsed 600 x 4 ~500-900). The "exact" move is
+    checked against the NUTS-within-Gibbs reference in test_reference.py."""
     K, K_test, delta = small_problem(C)
     h = SMALL_HYPER
     n_chains = 4
@@ -183,7 +183,7 @@ def test_exact_moves_agree_with_marginal_nuts(C):
     assert div < 0.01, f"NUTS divergence rate {div:.3f}"
     wn, pn = _w_and_probs(nuts.get_samples(), K_test, n_chains, h.gamma0)
     assert az.ess(wn).min() > 100, f"ESS of w: NUTS {az.ess(wn).min():.0f}"
-    for move, ns in (("exact", 2500), ("collapsed", 600)):
+    for move, ns in (("collapsed", 600),):
         gibbs = _bm3kl_chains(move, K, delta, h, jax.random.key(C), 500, ns, n_chains)
         wg, pg = _w_and_probs(gibbs.get_samples(), K_test, n_chains, h.gamma0)
         assert az.ess(wg).min() > 100, f"ESS of w: {move} {az.ess(wg).min():.0f}"
@@ -426,7 +426,7 @@ def test_prior_only_sweep_reproduces_prior(move):
 ROBUST_GAMMAS = (100.0, 500.0, 10000.0)
 
 
-def _run_all_gammas(K, delta, n_sweeps=2000, move="stable"):
+def _run_all_gammas(K, delta, n_sweeps=1200, move="stable"):
     """Run one chain per γ0 in ``ROBUST_GAMMAS`` for ``n_sweeps`` sweeps, vectorised.
 
     γ0 travels in the state (``BM3KLState.hyper``), so the three chains share one compiled
@@ -480,7 +480,10 @@ def sonar_train(uci_dir):
 
 @pytest.mark.slow
 def test_stable_move_finite_for_every_gamma0():
-    """2,000 stable sweeps with P = 793 stay finite for γ0 ∈ {100, 500, 10000} (issue 3).
+    """1,200 stable sweeps with P = 793 stay finite for γ0 ∈ {100, 500, 10000} (issue 3).
+
+    1,200 (down from 2,000, for CI time): the literal paper move's latest first non-finite
+    sweep on these runs is 1,041 (benchmarks/results/paper_move.md), the others within 111.
 
     On Sonar's 70/30 training split (seed 0) with the SimpleMKL pool when the shared data is
     present, otherwise on synthetic data of the same shape (so CI always checks something).
