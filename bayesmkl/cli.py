@@ -94,12 +94,7 @@ def _classifier(args, kernels):
 
     return BM3KLClassifier(
         kernels=kernels,
-        eta=args.eta,
-        alpha_a=args.alpha_a,
-        beta_a=args.beta_a,
-        kappa=args.kappa,
-        bias_prior_var=args.bias_prior_var,
-        gamma0=args.gamma0,
+        **{name: getattr(args, name) for name, _, _ in HYPER_OPTIONS},
         sampler=args.sampler,
         step_size=args.step_size,
         n_leapfrog=args.n_leapfrog,
@@ -200,6 +195,18 @@ DEMO_MAX_TIME = 30.0
 #: JAX to build the parser).
 MOVE_NAMES = ("collapsed", "gibbs", "exact", "rmala", "paper", "stable")
 
+#: The model's hyper-parameters as options ``--name`` (name, symbol, default). The defaults are
+#: ``bayesmkl.model.Hyper``'s (tests/test_api_conventions.py checks it), written out here so that
+#: building the parser does not import JAX.
+HYPER_OPTIONS = (
+    ("gamma0", "γ0", 100.0),
+    ("beta_a", "β_a", 0.1),
+    ("alpha_a", "α_a", 1.0),
+    ("eta", "η, Dirichlet concentration", 1.0),
+    ("kappa", "κ", 1e-10),
+    ("bias_prior_var", "τ, prior variance of the biases", 1e-4),
+)
+
 
 def _num_samples(text: str):
     if text == "auto":
@@ -250,17 +257,9 @@ def _add_sampler_args(p, *, chains_default: int, max_time_default=None) -> None:
         help=f"number of chains (default {chains_default})",
     )
     g.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
-    g.add_argument("--gamma0", type=float, default=100.0, help="γ0 (default 100)")
-    g.add_argument("--beta-a", type=float, default=0.1, help="β_a (default 0.1)")
-    g.add_argument("--alpha-a", type=float, default=1.0, help="α_a (default 1)")
-    g.add_argument("--eta", type=float, default=1.0, help="η, Dirichlet concentration (1)")
-    g.add_argument("--kappa", type=float, default=1e-10, help="κ (default 1e-10)")
-    g.add_argument(
-        "--bias-prior-var",
-        type=float,
-        default=1e-4,
-        help="τ, prior variance of the biases (default 1e-4)",
-    )
+    for name, symbol, default in HYPER_OPTIONS:
+        flag = "--" + name.replace("_", "-")
+        g.add_argument(flag, type=float, default=default, help=f"{symbol} (default {default:g})")
     g.add_argument(
         "--sampler",
         choices=MOVE_NAMES,

@@ -224,6 +224,7 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
     def __init__(
         self,
         kernels="bsvm16",
+        *,
         eta=1.0,
         alpha_a=1.0,
         beta_a=0.1,

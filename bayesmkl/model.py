@@ -29,6 +29,7 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
+from bayesmkl._docs import fill_doc
 from bayesmkl.likelihood import log_augmented_likelihood, log_pseudo_likelihood
 
 
@@ -81,16 +82,22 @@ def signed_targets(codes, n_classes: int, binary_mode: str = "single"):
 
 DEFAULT_HYPER = Hyper()
 
+#: Docstring entries of the model's data arguments (``{{K_delta}}``, see :mod:`bayesmkl._docs`).
+DATA_DOCS = {
+    "K_delta": """K : array (P, N, N)
+    Training kernels (symmetric).
+delta : array (C, N)
+    Signed targets Δ.""",
+}
 
+
+@fill_doc(DATA_DOCS)
 def bm3kl_model(K, delta, weight=None, hyper: Hyper = DEFAULT_HYPER, augmented: bool = True):
     """NumPyro model of BM3KL.
 
     Parameters
     ----------
-    K : array (P, N, N)
-        Training kernels (symmetric).
-    delta : array (C, N)
-        Signed targets Δ.
+    {{K_delta}}
     weight : array (N,), optional
         Sample weights ϖ ≥ 0: point i's likelihood factor is raised to the power ϖ_i
         (:mod:`bayesmkl.likelihood`); ``None`` is the unweighted model.

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from bayesmkl._docs import fill_doc
 from bayesmkl._validation import MAX_TIME, Interval, validate_params
 from bayesmkl.baselines._base import MKLClassifierBase
 from bayesmkl.baselines._budget import Budget
@@ -338,20 +339,8 @@ SHARED_DOCS["solver_params"] = "\n".join(
 )
 
 
-def shared_doc(obj):
-    """Decorator: replace each ``{{name}}`` line of ``obj.__doc__`` by ``SHARED_DOCS[name]``."""
-    if not obj.__doc__:  # python -OO
-        return obj
-    lines = []
-    for line in obj.__doc__.split("\n"):
-        key = line.strip()
-        if key.startswith("{{") and key.endswith("}}"):
-            indent = line[: len(line) - len(line.lstrip())]
-            lines += [indent + entry for entry in SHARED_DOCS[key[2:-2]].split("\n")]
-        else:
-            lines.append(line)
-    obj.__doc__ = "\n".join(lines)
-    return obj
+#: Decorator: replace each ``{{name}}`` line of a docstring by ``SHARED_DOCS[name]``.
+shared_doc = fill_doc(SHARED_DOCS)
 
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
@@ -375,6 +364,7 @@ class IterativeMKLClassifier(MKLClassifierBase):
     def __init__(
         self,
         kernels="simplemkl",
+        *,
         C=1.0,
         tol=1e-3,
         max_iter=500,

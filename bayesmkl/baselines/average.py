@@ -48,7 +48,7 @@ class AverageMKL(MKLClassifierBase):
     """
 
     def __init__(
-        self, kernels="simplemkl", C=1.0, svc_tol=1e-6, class_weight=None, kernel_names=None
+        self, kernels="simplemkl", *, C=1.0, svc_tol=1e-6, class_weight=None, kernel_names=None
     ):
         self.kernels = kernels
         self.C = C
@@ -124,6 +124,7 @@ class BestSingleKernelSVM(MKLClassifierBase):
     def __init__(
         self,
         kernels="simplemkl",
+        *,
         C=1.0,
         cv=5,
         svc_tol=1e-6,

@@ -82,6 +82,7 @@ class BEMKL(MKLClassifierBase):
     def __init__(
         self,
         kernels="simplemkl",
+        *,
         sparse=False,
         n_iter=200,
         sigma_g=0.1,

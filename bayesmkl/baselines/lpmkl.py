@@ -116,6 +116,7 @@ class LpMKL(IterativeMKLClassifier):
     def __init__(
         self,
         kernels="simplemkl",
+        *,
         p=2.0,
         C=1.0,
         tol=1e-5,
@@ -125,7 +126,16 @@ class LpMKL(IterativeMKLClassifier):
         class_weight=None,
         kernel_names=None,
     ):
-        super().__init__(kernels, C, tol, max_iter, svc_tol, max_time, class_weight, kernel_names)
+        super().__init__(
+            kernels,
+            C=C,
+            tol=tol,
+            max_iter=max_iter,
+            svc_tol=svc_tol,
+            max_time=max_time,
+            class_weight=class_weight,
+            kernel_names=kernel_names,
+        )
         self.p = p
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:

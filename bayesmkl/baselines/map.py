@@ -156,6 +156,7 @@ class BM3KLMAP(MKLClassifierBase):
     def __init__(
         self,
         kernels="bsvm16",
+        *,
         eta=1.0,
         alpha_a=1.0,
         beta_a=0.1,

@@ -153,6 +153,7 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
     def __init__(
         self,
         kernels="simplemkl",
+        *,
         n_components=None,
         max_iter=50,
         tol=1e-6,

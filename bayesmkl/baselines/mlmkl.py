@@ -332,6 +332,7 @@ class MLMKLSA(_MLMKLBase):
     def __init__(
         self,
         kernels="simplemkl",
+        *,
         C=1.0,
         max_iter=1000,
         min_iter=50,

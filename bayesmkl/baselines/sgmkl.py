@@ -73,6 +73,7 @@ class SGMKL(IterativeMKLClassifier):
     def __init__(
         self,
         kernels="simplemkl",
+        *,
         v=0.5,
         C=1.0,
         tol=1e-3,
@@ -82,7 +83,16 @@ class SGMKL(IterativeMKLClassifier):
         class_weight=None,
         kernel_names=None,
     ):
-        super().__init__(kernels, C, tol, max_iter, svc_tol, max_time, class_weight, kernel_names)
+        super().__init__(
+            kernels,
+            C=C,
+            tol=tol,
+            max_iter=max_iter,
+            svc_tol=svc_tol,
+            max_time=max_time,
+            class_weight=class_weight,
+            kernel_names=kernel_names,
+        )
         self.v = v
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:

@@ -223,6 +223,7 @@ class SoftMarginMKL(IterativeMKLClassifier):
     def __init__(
         self,
         kernels="simplemkl",
+        *,
         loss="hinge",
         theta=1.0,
         C=1.0,
@@ -233,7 +234,16 @@ class SoftMarginMKL(IterativeMKLClassifier):
         class_weight=None,
         kernel_names=None,
     ):
-        super().__init__(kernels, C, tol, max_iter, svc_tol, max_time, class_weight, kernel_names)
+        super().__init__(
+            kernels,
+            C=C,
+            tol=tol,
+            max_iter=max_iter,
+            svc_tol=svc_tol,
+            max_time=max_time,
+            class_weight=class_weight,
+            kernel_names=kernel_names,
+        )
         self.loss = loss
         self.theta = theta
 

@@ -35,40 +35,27 @@ from numpyro.util import is_prng_key
 from bayesmkl._x64 import x64_enabled
 from bayesmkl.inference import collapsed as coll
 from bayesmkl.inference import conditionals as cond
-from bayesmkl.inference import simplex, tpbn
+from bayesmkl.inference import simplex, state, tpbn
 from bayesmkl.inference.moves import (
     dual_averaging_init,
     dual_averaging_update,
     mass_sqrt_from,
     welford_update,
 )
+
+# The state module's names are re-exported: this is where users import them from.
+from bayesmkl.inference.state import *  # noqa: F403
 from bayesmkl.inference.state import (
     MASS_RESTART_STEP,
-    MIN_MASS_WINDOW,
-    NU_UPDATES,
-    SITES,
     BM3KLConfig,
     BM3KLState,
-    hyper_arrays,
     init_state,
     mass_window,
 )
 from bayesmkl.likelihood import pseudo_observations
 from bayesmkl.model import Hyper, bm3kl_model, combine_kernels, decision_values, log_joint
 
-__all__ = [  # the state module's names are re-exported: this is where users import them from
-    "BM3KL",
-    "BM3KLConfig",
-    "BM3KLState",
-    "MASS_RESTART_STEP",
-    "MIN_MASS_WINDOW",
-    "NU_UPDATES",
-    "SITES",
-    "hyper_arrays",
-    "init_state",
-    "mass_window",
-    "sweep",
-]
+__all__ = ["BM3KL", "sweep", *state.__all__]
 
 
 def sweep(

@@ -36,8 +36,16 @@ import numpyro
 from numpyro.infer import MCMC, NUTS, HMCGibbs
 from numpyro.infer.reparam import LocScaleReparam
 
+from bayesmkl._docs import fill_doc
 from bayesmkl.inference import conditionals as cond
-from bayesmkl.model import DEFAULT_HYPER, Hyper, bm3kl_model, combine_kernels, decision_values
+from bayesmkl.model import (
+    DATA_DOCS,
+    DEFAULT_HYPER,
+    Hyper,
+    bm3kl_model,
+    combine_kernels,
+    decision_values,
+)
 
 __all__ = [
     "GIBBS_SITES",
@@ -51,15 +59,13 @@ __all__ = [
 GIBBS_SITES = ("lam", "a", "b", "nu", "varsigma")
 
 
+@fill_doc(DATA_DOCS)
 def make_gibbs_fn(K, delta, hyper: Hyper = DEFAULT_HYPER, weight=None):
     """Gibbs update of (λ, a, b, ν, ς) given e, for :class:`numpyro.infer.HMCGibbs`.
 
     Parameters
     ----------
-    K : array (P, N, N)
-        Training kernels (symmetric).
-    delta : array (C, N)
-        Signed targets Δ.
+    {{K_delta}}
     hyper : Hyper
         Hyper-parameters.
     weight : array (N,), optional

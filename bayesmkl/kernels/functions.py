@@ -24,12 +24,14 @@ Shapes: ``X: (N, d)``, ``Z: (M, d)``; single kernels are ``(N, M)``, batches ove
 
 from __future__ import annotations
 
+import functools
 from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayesmkl._docs import fill_doc
 from bayesmkl._x64 import with_x64
 
 __all__ = [
@@ -103,6 +105,24 @@ def _offsets(offset, n: int) -> jax.Array:
     return jnp.asarray(o)
 
 
+_DOCS = {
+    "X_Z": """X : array, shape (N, d)
+Z : array, shape (M, d), optional
+    Defaults to ``X``.""",
+}
+
+
+def _pairwise(fn):
+    """Public pairwise function ``fn(X, Z=None, ...)``: float64 scope, ``X`` and ``Z`` checked and
+    converted by :func:`_pair` (``Z`` defaults to ``X``), ``{{X_Z}}`` filled in the docstring."""
+
+    @functools.wraps(fn)
+    def wrapper(X, Z=None, *args, **kwargs):
+        return fn(*_pair(X, Z), *args, **kwargs)
+
+    return with_x64(fill_doc(_DOCS)(wrapper))
+
+
 # --------------------------------------------------------------------------------------------
 # jitted cores (compiled once per input shape)
 # --------------------------------------------------------------------------------------------
@@ -168,52 +188,44 @@ def _pf_poly(X, Z, offsets, degrees):
 # --------------------------------------------------------------------------------------------
 
 
-@with_x64
+@_pairwise
 def squared_distances(X, Z=None) -> jax.Array:
     """Squared Euclidean distances ``||x_i - z_j||^2`` over all features.
 
     Parameters
     ----------
-    X : array, shape (N, d)
-    Z : array, shape (M, d), optional
-        Defaults to ``X``.
+    {{X_Z}}
 
     Returns
     -------
     D : jax.Array, shape (N, M)
         Exactly zero on the diagonal and exactly symmetric when ``Z`` is ``X``.
     """
-    X, Z = _pair(X, Z)
     return _sqdist(X, Z)
 
 
-@with_x64
+@_pairwise
 def inner_products(X, Z=None) -> jax.Array:
     """Inner products ``x_i^T z_j``.
 
     Parameters
     ----------
-    X : array, shape (N, d)
-    Z : array, shape (M, d), optional
-        Defaults to ``X``.
+    {{X_Z}}
 
     Returns
     -------
     G : jax.Array, shape (N, M)
     """
-    X, Z = _pair(X, Z)
     return _inner(X, Z)
 
 
-@with_x64
+@_pairwise
 def feature_squared_distances(X, Z=None) -> jax.Array:
     """Per-feature squared differences ``(x_ij - z_kj)^2``.
 
     Parameters
     ----------
-    X : array, shape (N, d)
-    Z : array, shape (M, d), optional
-        Defaults to ``X``.
+    {{X_Z}}
 
     Returns
     -------
@@ -221,37 +233,31 @@ def feature_squared_distances(X, Z=None) -> jax.Array:
         ``D[j]`` is the squared-distance matrix of feature ``j`` alone; ``D.sum(0)`` equals
         :func:`squared_distances`.
     """
-    X, Z = _pair(X, Z)
     return _feature_sqdist(X, Z)
 
 
-@with_x64
+@_pairwise
 def feature_products(X, Z=None) -> jax.Array:
     """Per-feature products ``x_ij * z_kj``.
 
     Parameters
     ----------
-    X : array, shape (N, d)
-    Z : array, shape (M, d), optional
-        Defaults to ``X``.
+    {{X_Z}}
 
     Returns
     -------
     G : jax.Array, shape (d, N, M)
     """
-    X, Z = _pair(X, Z)
     return _feature_prod(X, Z)
 
 
-@with_x64
+@_pairwise
 def gaussian_kernel(X, Z=None, widths=1.0) -> jax.Array:
     """Gaussian kernel(s) ``exp(-||x - z||^2 / (2 sigma^2))`` on all features.
 
     Parameters
     ----------
-    X : array, shape (N, d)
-    Z : array, shape (M, d), optional
-        Defaults to ``X``.
+    {{X_Z}}
     widths : float or array, shape (G,)
         Width(s) ``sigma > 0``. All widths share one squared-distance matrix.
 
@@ -263,21 +269,18 @@ def gaussian_kernel(X, Z=None, widths=1.0) -> jax.Array:
     -----
     Equal to ``sklearn.metrics.pairwise.rbf_kernel(X, Z, gamma=1 / (2 * sigma**2))``.
     """
-    X, Z = _pair(X, Z)
     w, scalar = _widths(widths)
     K = _gauss_batch(X, Z, w)
     return K[0] if scalar else K
 
 
-@with_x64
+@_pairwise
 def polynomial_kernel(X, Z=None, degrees=2, offset=1.0) -> jax.Array:
     """Polynomial kernel(s) ``(x^T z + offset)^degree`` on all features.
 
     Parameters
     ----------
-    X : array, shape (N, d)
-    Z : array, shape (M, d), optional
-        Defaults to ``X``.
+    {{X_Z}}
     degrees : int or array of int, shape (Q,)
         Degree(s) ``>= 1``; all degrees share one inner-product matrix.
     offset : float or array, shape (Q,)
@@ -292,38 +295,33 @@ def polynomial_kernel(X, Z=None, degrees=2, offset=1.0) -> jax.Array:
     Equal to ``sklearn.metrics.pairwise.polynomial_kernel(X, Z, degree=d, gamma=1,
     coef0=offset)``. Integer powers are exact for negative bases.
     """
-    X, Z = _pair(X, Z)
     deg, scalar = _degrees(degrees)
     K = _poly_batch(X, Z, _offsets(offset, len(deg)), degrees=deg)
     return K[0] if scalar else K
 
 
-@with_x64
+@_pairwise
 def linear_kernel(X, Z=None) -> jax.Array:
     """Linear kernel ``x^T z``.
 
     Parameters
     ----------
-    X : array, shape (N, d)
-    Z : array, shape (M, d), optional
-        Defaults to ``X``.
+    {{X_Z}}
 
     Returns
     -------
     K : jax.Array, shape (N, M)
     """
-    return inner_products(X, Z)
+    return _inner(X, Z)
 
 
-@with_x64
+@_pairwise
 def per_feature_gaussian_kernels(X, Z=None, widths=1.0) -> jax.Array:
     """Gaussian kernels on every single feature and every width, in one computation.
 
     Parameters
     ----------
-    X : array, shape (N, d)
-    Z : array, shape (M, d), optional
-        Defaults to ``X``.
+    {{X_Z}}
     widths : float or array, shape (G,)
         Widths ``sigma > 0``.
 
@@ -332,20 +330,17 @@ def per_feature_gaussian_kernels(X, Z=None, widths=1.0) -> jax.Array:
     K : jax.Array, shape (G, d, N, M)
         ``K[g, j] = exp(-(x_j - z_j)^2 / (2 widths[g]^2))``. A scalar width gives ``G = 1``.
     """
-    X, Z = _pair(X, Z)
     w, _ = _widths(widths)
     return _pf_gauss(X, Z, w)
 
 
-@with_x64
+@_pairwise
 def per_feature_polynomial_kernels(X, Z=None, degrees=2, offset=1.0) -> jax.Array:
     """Polynomial kernels on every single feature and every degree, in one computation.
 
     Parameters
     ----------
-    X : array, shape (N, d)
-    Z : array, shape (M, d), optional
-        Defaults to ``X``.
+    {{X_Z}}
     degrees : int or array of int, shape (Q,)
         Degrees ``>= 1``.
     offset : float or array, shape (Q,)
@@ -356,7 +351,6 @@ def per_feature_polynomial_kernels(X, Z=None, degrees=2, offset=1.0) -> jax.Arra
     K : jax.Array, shape (Q, d, N, M)
         ``K[q, j] = (x_j z_j + offset[q])^degrees[q]``. A scalar degree gives ``Q = 1``.
     """
-    X, Z = _pair(X, Z)
     deg, _ = _degrees(degrees)
     return _pf_poly(X, Z, _offsets(offset, len(deg)), degrees=deg)
 

@@ -1,0 +1,66 @@
+"""Signature conventions shared by every estimator of the package (issue 12).
+
+scikit-learn reads an estimator's parameters from its ``__init__`` signature, so these are checked
+on the signatures themselves: the first parameter (``kernels``) may be positional, every other one
+is keyword-only (a positional call such as ``SimpleMKL("simplemkl", 10.0)`` would silently bind a
+value to whichever parameter happens to come second, and adding a parameter would change it).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from sklearn.base import BaseEstimator, clone
+
+import bayesmkl
+from bayesmkl import baselines
+
+ESTIMATORS = [bayesmkl.BM3KLClassifier] + [getattr(baselines, name) for name in baselines.__all__]
+
+
+def _params(cls):
+    return [p for p in inspect.signature(cls.__init__).parameters.values() if p.name != "self"]
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
+def test_kernels_first_then_keyword_only(cls):
+    params = _params(cls)
+    assert issubclass(cls, BaseEstimator)
+    assert params[0].name == "kernels"
+    assert params[0].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    positional = [p.name for p in params[1:] if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+    assert positional == [], f"{cls.__name__}: {positional} should be keyword-only"
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
+def test_params_round_trip(cls):
+    """Every signature parameter is stored verbatim and survives ``clone``/``set_params``."""
+    est = cls()
+    names = [p.name for p in _params(cls)]
+    assert sorted(est.get_params(deep=False)) == sorted(names)
+    for p in _params(cls):
+        assert getattr(est, p.name) is p.default or getattr(est, p.name) == p.default
+    other = clone(est).set_params(kernels="linear")
+    assert other.kernels == "linear" and est.kernels == _params(cls)[0].default
+    with pytest.raises(TypeError):
+        cls("linear", 1.0)
+
+
+def _defaults(fn):
+    return {p.name: p.default for p in inspect.signature(fn).parameters.values()}
+
+
+def test_hyper_parameter_defaults_agree_everywhere():
+    """The model's hyper-parameters are written out in the estimators' signatures (scikit-learn
+    needs them there), in the NumPyro kernel's and in the CLI (which must not import JAX to build
+    its parser); all must carry ``Hyper``'s defaults."""
+    from bayesmkl.cli import HYPER_OPTIONS
+    from bayesmkl.inference.kernel import BM3KL
+    from bayesmkl.model import Hyper
+
+    hyper = Hyper()._asdict()
+    assert {name: default for name, _, default in HYPER_OPTIONS} == hyper
+    for fn in (bayesmkl.BM3KLClassifier, baselines.BM3KLMAP, BM3KL.__init__):
+        defaults = _defaults(fn)
+        assert {name: defaults[name] for name in hyper} == hyper, fn
