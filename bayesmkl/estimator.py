@@ -32,6 +32,7 @@ from bayesmkl._fitting import (
     validate_fit_input,
     validate_params,
 )
+from bayesmkl._params import store_params
 from bayesmkl._posterior import PosteriorMixin
 from bayesmkl._weights import effective_sample_weight
 from bayesmkl._x64 import with_x64
@@ -252,33 +253,7 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         kernel_names=None,
         warm_start=False,
     ):
-        self.kernels = kernels
-        self.eta = eta
-        self.alpha_a = alpha_a
-        self.beta_a = beta_a
-        self.kappa = kappa
-        self.bias_prior_var = bias_prior_var
-        self.gamma0 = gamma0
-        self.sampler = sampler
-        self.step_size = step_size
-        self.n_leapfrog = n_leapfrog
-        self.num_warmup = num_warmup
-        self.num_samples = num_samples
-        self.num_chains = num_chains
-        self.chain_method = chain_method
-        self.rhat_target = rhat_target
-        self.ess_target = ess_target
-        self.max_samples = max_samples
-        self.max_time = max_time
-        self.binary_mode = binary_mode
-        self.decision = decision
-        self.calibration = calibration
-        self.kernel_dtype = kernel_dtype
-        self.random_state = random_state
-        self.progress_bar = progress_bar
-        self.class_weight = class_weight
-        self.kernel_names = kernel_names
-        self.warm_start = warm_start
+        store_params(self, locals())
 
     # ------------------------------------------------------------------------------------
     # validation

@@ -64,3 +64,13 @@ def test_hyper_parameter_defaults_agree_everywhere():
     for fn in (bayesmkl.BM3KLClassifier, baselines.BM3KLMAP, BM3KL.__init__):
         defaults = _defaults(fn)
         assert {name: defaults[name] for name in hyper} == hyper, fn
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
+def test_docstrings_have_no_unfilled_placeholders(cls):
+    """Shared docstring entries (``{{name}}`` lines, :mod:`bayesmkl._docs`) are all filled."""
+    docs = {name: getattr(cls, name).__doc__ for name in ("fit", "predict")}
+    docs["class"] = cls.__doc__
+    assert "Parameters" in cls.__doc__ and "kernels" in cls.__doc__
+    for where, doc in docs.items():
+        assert "{{" not in (doc or ""), f"{cls.__name__}.{where}"

@@ -26,6 +26,7 @@ from sklearn.utils.validation import check_is_fitted
 from bayesmkl._validation import signed_targets, validate_labels
 from bayesmkl._weights import effective_sample_weight
 from bayesmkl._x64 import with_x64
+from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.kernels.input import KernelInput
 
 __all__ = ["MKLClassifierBase", "signed_targets", "validate_labels"]
@@ -41,14 +42,13 @@ class MKLClassifierBase(ClassifierMixin, BaseEstimator):
         return int(np.asarray(X).shape[0]) if hasattr(X, "shape") else len(X)
 
     @with_x64
+    @shared_doc
     def fit(self, X, y, sample_weight=None):
         """Fit on features ``X: (N, d)`` (or a precomputed stack ``(P, N, N)``) and labels ``y``.
 
         Parameters
         ----------
-        X : array (N, d), or (P, N, N) with ``kernels="precomputed"``
-        y : array (N,)
-            Class labels.
+        {{fit_X_y}}
         sample_weight : array (N,), optional
             Non-negative finite per-sample weights, multiplied by ``class_weight`` (where the
             estimator has that parameter). For the SVM-based solvers a weight scales the point's

@@ -11,8 +11,8 @@ never increases.
 Estimators: :class:`IterativeMKLClassifier` holds the parameters every iterative solver takes
 (``C, tol, max_iter, svc_tol, max_time, class_weight, kernel_names``) and checks them in one
 place (:meth:`~IterativeMKLClassifier._solver_options`, with the constraints of
-:mod:`bayesmkl._validation`); :func:`shared_doc` fills the parameter and attribute descriptions
-they share into the estimators' docstrings.
+:mod:`bayesmkl._validation`); :func:`~bayesmkl.baselines._docstrings.shared_doc` fills the
+parameter and attribute descriptions they share into the estimators' docstrings.
 
 Conventions: ``K: (P, N, N)`` training kernels, ``Y: (C, N)`` ±1 targets (one row per
 one-vs-rest problem, ``C = 1`` for binary problems), ``μ: (P,)`` kernel weights shared by all rows.
@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bayesmkl._docs import fill_doc
+from bayesmkl._params import store_params
 from bayesmkl._validation import MAX_TIME, Interval, validate_params
 from bayesmkl.baselines._base import MKLClassifierBase
 from bayesmkl.baselines._budget import Budget
@@ -42,7 +42,6 @@ __all__ = [
     "alternating_mkl",
     "quadratic_terms",
     "relative_gap",
-    "shared_doc",
     "solve_at_weights",
     "store_fit",
     "with_gradient",
@@ -273,75 +272,6 @@ def alternating_mkl(
 # estimator shell
 # ---------------------------------------------------------------------------------------------
 
-#: Parameter and attribute descriptions shared by the SVM-MKL estimators; ``{{name}}`` on a line
-#: of a docstring decorated with :func:`shared_doc` is replaced by the entry, indented like it.
-SHARED_DOCS = {
-    "kernels": """\
-kernels : str or KernelPool, default="simplemkl"
-    Kernel specification (see :mod:`bayesmkl.kernels.input`).""",
-    "C": """\
-C : float, default=1.0
-    SVM box constraint.""",
-    "svc_tol": """\
-svc_tol : float, default=1e-6
-    libsvm stopping tolerance.""",
-    "max_time": """\
-max_time : float or None, default=None
-    Wall-clock budget in seconds; stopping on it (or on ``max_iter``) keeps the last
-    weights and issues a ``ConvergenceWarning`` that names the limit.""",
-    "class_weight": """\
-class_weight : None, "balanced" or dict, default=None
-    Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics;
-    ``"balanced"``: ``N / (n_classes · count(class))``); each scales the points' ``C``.""",
-    "kernel_names": """\
-kernel_names : sequence of str, optional
-    Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
-    with a pool, which names its kernels itself.""",
-    "mlmkl_attributes": """\
-dual_coef_ : ndarray (m, N)
-    Signed duals ``v_k = α_k ∘ y^k`` of the final per-task SVMs on ``K(p)``.
-intercept_ : ndarray (m,)
-class_objectives_ : ndarray (m,)
-    ``H_k(p)``, the per-task SVM dual objectives at the final weights.
-worst_class_objective_ : float
-    ``max_k H_k(p)``, paper B's objective (3).
-minimax_lower_bound_ : float
-    :func:`minimax_lower_bound` from the final SVMs: ``≤ min_p max_k H_k(p)``.
-classes_ : ndarray
-    Class labels, or ``arange(L)`` for a multi-label ``y``.
-multilabel_ : bool
-kernel_names_ : list of str""",
-    "normalized_weights_": """\
-normalized_weights_ : ndarray (P,)
-    ``kernel_weights_ / kernel_weights_.sum()``.""",
-    "svm_attributes": """\
-dual_coef_ : ndarray (C, N)
-    Signed dual coefficients ``α_c ∘ y_c`` (``C = 1`` for binary problems).
-intercept_ : ndarray (C,)""",
-    "gap_attributes": """\
-n_iter_ : int
-duality_gap_ : float
-    Relative duality gap at stop.
-kernel_names_ : list of str
-classes_ : ndarray""",
-}
-
-
-#: Runs of entries that stand together.
-SHARED_DOCS["fit_params"] = SHARED_DOCS["class_weight"] + "\n" + SHARED_DOCS["kernel_names"]
-SHARED_DOCS["mlmkl_fit_params"] = """\
-class_weight : None, "balanced" or dict, default=None
-    Class weights for a 1-D ``y``, multiplied into ``fit``'s ``sample_weight``
-    (scikit-learn semantics); not defined for a multi-label ``y``.
-""" + SHARED_DOCS["kernel_names"]
-SHARED_DOCS["solver_params"] = "\n".join(
-    SHARED_DOCS[k] for k in ("svc_tol", "max_time", "class_weight", "kernel_names")
-)
-
-
-#: Decorator: replace each ``{{name}}`` line of a docstring by ``SHARED_DOCS[name]``.
-shared_doc = fill_doc(SHARED_DOCS)
-
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
 
@@ -373,14 +303,7 @@ class IterativeMKLClassifier(MKLClassifierBase):
         class_weight=None,
         kernel_names=None,
     ):
-        self.kernels = kernels
-        self.C = C
-        self.tol = tol
-        self.max_iter = max_iter
-        self.svc_tol = svc_tol
-        self.max_time = max_time
-        self.class_weight = class_weight
-        self.kernel_names = kernel_names
+        store_params(self, locals())
 
     def _solver_options(self, sample_weight=None) -> SolverOptions:
         """The checked ``C, tol, max_iter, svc_tol, max_time`` with ``sample_weight``."""

@@ -8,11 +8,12 @@ from __future__ import annotations
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
+from bayesmkl._params import store_params
 from bayesmkl._validation import check_int, check_positive
 from bayesmkl.baselines._base import MKLClassifierBase
+from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._solvers import (
     MKLFit,
-    shared_doc,
     solve_at_weights,
     store_fit,
 )
@@ -50,11 +51,7 @@ class AverageMKL(MKLClassifierBase):
     def __init__(
         self, kernels="simplemkl", *, C=1.0, svc_tol=1e-6, class_weight=None, kernel_names=None
     ):
-        self.kernels = kernels
-        self.C = C
-        self.svc_tol = svc_tol
-        self.class_weight = class_weight
-        self.kernel_names = kernel_names
+        store_params(self, locals())
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         C = check_positive("C", self.C)
@@ -132,13 +129,7 @@ class BestSingleKernelSVM(MKLClassifierBase):
         class_weight=None,
         kernel_names=None,
     ):
-        self.kernels = kernels
-        self.C = C
-        self.cv = cv
-        self.svc_tol = svc_tol
-        self.random_state = random_state
-        self.class_weight = class_weight
-        self.kernel_names = kernel_names
+        store_params(self, locals())
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         C = check_positive("C", self.C)

@@ -11,14 +11,17 @@ from scipy.special import expit, log_ndtr
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from bayesmkl._params import store_params
 from bayesmkl._validation import check_int, check_positive
 from bayesmkl.baselines._base import MKLClassifierBase
 from bayesmkl.baselines._bemkl_vb import _VB, _Prior, elbo, truncated_normal_moments
 from bayesmkl.baselines._budget import Budget, check_max_time
+from bayesmkl.baselines._docstrings import shared_doc
 
 __all__ = ["BEMKL", "truncated_normal_moments", "elbo"]
 
 
+@shared_doc
 class BEMKL(MKLClassifierBase):
     """Bayesian efficient MKL (Gönen 2012), mean-field variational Bayes; ``sparse=True``: sBEMKL.
 
@@ -52,9 +55,7 @@ class BEMKL(MKLClassifierBase):
         Wall-clock budget in seconds, checked between sweeps; stopping on it keeps the last
         variational posterior (``elbo_`` then has one entry per sweep done) and issues a
         ``ConvergenceWarning`` that names the limit.
-    kernel_names : sequence of str, optional
-        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
-        with a pool, which names its kernels itself.
+    {{kernel_names}}
 
     Attributes
     ----------
@@ -97,20 +98,7 @@ class BEMKL(MKLClassifierBase):
         max_time=None,
         kernel_names=None,
     ):
-        self.kernels = kernels
-        self.sparse = sparse
-        self.n_iter = n_iter
-        self.sigma_g = sigma_g
-        self.margin = margin
-        self.alpha_lambda = alpha_lambda
-        self.beta_lambda = beta_lambda
-        self.alpha_gamma = alpha_gamma
-        self.beta_gamma = beta_gamma
-        self.alpha_omega = alpha_omega
-        self.beta_omega = beta_omega
-        self.random_state = random_state
-        self.max_time = max_time
-        self.kernel_names = kernel_names
+        store_params(self, locals())
 
     def _prior(self) -> _Prior:
         a_om = self.alpha_omega
@@ -132,14 +120,13 @@ class BEMKL(MKLClassifierBase):
         margin = check_positive("margin", self.margin, allow_zero=True)
         return _Prior(margin=margin, **values)
 
+    @shared_doc
     def fit(self, X, y, sample_weight=None):
         """Fit the variational posterior.
 
         Parameters
         ----------
-        X : array (N, d), or (P, N, N) with ``kernels="precomputed"``
-        y : array (N,)
-            Class labels (two or more classes).
+        {{fit_X_y}}
         sample_weight : None
             Not supported: raises ``NotImplementedError`` (see below).
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from bayesmkl._params import store_params
 from bayesmkl._validation import Interval, check_param
+from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._simplex import lp_min_ratio, lp_support
 from bayesmkl.baselines._solvers import (
     IterativeMKLClassifier,
@@ -18,7 +20,6 @@ from bayesmkl.baselines._solvers import (
     SolverOptions,
     alternating_mkl,
     relative_gap,
-    shared_doc,
     solve_at_weights,
 )
 
@@ -126,17 +127,7 @@ class LpMKL(IterativeMKLClassifier):
         class_weight=None,
         kernel_names=None,
     ):
-        super().__init__(
-            kernels,
-            C=C,
-            tol=tol,
-            max_iter=max_iter,
-            svc_tol=svc_tol,
-            max_time=max_time,
-            class_weight=class_weight,
-            kernel_names=kernel_names,
-        )
-        self.p = p
+        store_params(self, locals())
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         p = check_p(self.p)

@@ -44,10 +44,12 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import betaln, logsumexp
 
+from bayesmkl._params import store_params
 from bayesmkl._validation import MAX_TIME, Interval, Options, validate_params
 from bayesmkl._x64 import with_x64
 from bayesmkl.baselines._base import MKLClassifierBase
 from bayesmkl.baselines._budget import Budget
+from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.inference.conditionals import ab_mean_lambda_form, per_kernel_decisions
 from bayesmkl.likelihood import log_pseudo_likelihood
 from bayesmkl.model import signed_targets
@@ -110,6 +112,7 @@ _CONSTRAINTS = {
 }
 
 
+@shared_doc
 class BM3KLMAP(MKLClassifierBase):
     """MAP estimate of the BM3KL posterior (kernel weights, sample weights, biases).
 
@@ -137,9 +140,7 @@ class BM3KLMAP(MKLClassifierBase):
     class_weight : None, "balanced" or dict, default=None
         Class weights, multiplied into ``fit``'s ``sample_weight`` (scikit-learn semantics); the
         weights multiply the likelihood terms (module docstring).
-    kernel_names : sequence of str, optional
-        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
-        with a pool, which names its kernels itself.
+    {{kernel_names}}
 
     Attributes
     ----------
@@ -171,20 +172,7 @@ class BM3KLMAP(MKLClassifierBase):
         class_weight=None,
         kernel_names=None,
     ):
-        self.kernels = kernels
-        self.eta = eta
-        self.alpha_a = alpha_a
-        self.beta_a = beta_a
-        self.kappa = kappa
-        self.bias_prior_var = bias_prior_var
-        self.gamma0 = gamma0
-        self.binary_mode = binary_mode
-        self.max_iter = max_iter
-        self.tol = tol
-        self.n_grid = n_grid
-        self.max_time = max_time
-        self.class_weight = class_weight
-        self.kernel_names = kernel_names
+        store_params(self, locals())
 
     def fit(self, X, y, sample_weight=None):
         """Compute the MAP estimate; ``sample_weight (N,)`` weights the likelihood terms."""

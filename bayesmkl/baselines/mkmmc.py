@@ -35,8 +35,10 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from bayesmkl._params import store_params
 from bayesmkl._validation import Interval, check_choice, check_int, check_param, validate_labels
 from bayesmkl.baselines._budget import Budget
+from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._simplex_qp import maximize_quadratic_on_simplex
 from bayesmkl.baselines._svm import combine
 from bayesmkl.kernels.input import KernelInput
@@ -87,6 +89,7 @@ def _top_eigvecs(L: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
     return w[::-1], V[:, ::-1]
 
 
+@shared_doc
 class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
     """Multiple-kernel maximum margin criterion: supervised embedding + 1-NN classifier.
 
@@ -129,9 +132,7 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
     max_time : float or None, default=None
         Wall-clock budget in seconds (also bounds a θ-step in progress); stopping on it keeps
         the last θ and 𝒜 and issues a ``ConvergenceWarning`` that names the limit.
-    kernel_names : sequence of str, optional
-        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); an error
-        with a pool, which names its kernels itself.
+    {{kernel_names}}
 
     Attributes
     ----------
@@ -164,25 +165,15 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
         max_time=None,
         kernel_names=None,
     ):
-        self.kernels = kernels
-        self.n_components = n_components
-        self.max_iter = max_iter
-        self.tol = tol
-        self.theta_solver = theta_solver
-        self.n_restarts = n_restarts
-        self.random_state = random_state
-        self.n_vertex_starts = n_vertex_starts
-        self.max_time = max_time
-        self.kernel_names = kernel_names
+        store_params(self, locals())
 
+    @shared_doc
     def fit(self, X, y, sample_weight=None):
         """Fit the embedding and the 1-NN classifier.
 
         Parameters
         ----------
-        X : array (N, d), or (P, N, N) with ``kernels="precomputed"``
-        y : array (N,)
-            Class labels (at least two classes).
+        {{fit_X_y}}
         sample_weight : None
             Not supported: any value raises ``NotImplementedError``. MKMMC has no per-point
             loss to weight: its criterion is a pairwise graph over the training points, whose

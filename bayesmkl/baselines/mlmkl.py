@@ -32,12 +32,13 @@ from scipy.optimize import linprog
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, column_or_1d
 
+from bayesmkl._params import store_params
 from bayesmkl._validation import Interval, check_int, check_param, check_positive
 from bayesmkl.baselines._base import MKLClassifierBase
 from bayesmkl.baselines._budget import Budget, check_max_time
+from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._solvers import (
     IterativeMKLClassifier,
-    shared_doc,
 )
 from bayesmkl.baselines._svm import combine, fit_svc, kernel_quadratics
 from bayesmkl.baselines.simplemkl import solve_simplemkl
@@ -125,12 +126,13 @@ class _MLMKLBase(MKLClassifierBase):
         check_positive("C", self.C)
         check_positive("svc_tol", self.svc_tol)
 
+    @shared_doc
     def fit(self, X, y, sample_weight=None):
         """Fit on ``X`` and labels ``y``.
 
         Parameters
         ----------
-        X : array (N, d), or (P, N, N) with ``kernels="precomputed"``
+        {{fit_X}}
         y : array (N,) of class labels, or (N, L) multi-label indicator matrix of 0/1
             A 1-D ``y`` gives a binary (one task) or one-vs-rest multiclass problem; a 2-D ``y``
             with L ≥ 2 columns gives one task per column (every column must contain both 0 and
@@ -347,20 +349,7 @@ class MLMKLSA(_MLMKLBase):
         class_weight=None,
         kernel_names=None,
     ):
-        self.kernels = kernels
-        self.C = C
-        self.max_iter = max_iter
-        self.min_iter = min_iter
-        self.tol = tol
-        self.delta = delta
-        self.eta_p = eta_p
-        self.eta_gamma = eta_gamma
-        self.eta_scale = eta_scale
-        self.svc_tol = svc_tol
-        self.random_state = random_state
-        self.max_time = max_time
-        self.class_weight = class_weight
-        self.kernel_names = kernel_names
+        store_params(self, locals())
 
     def _validate_params(self) -> None:
         super()._validate_params()

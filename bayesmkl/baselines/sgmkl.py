@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from bayesmkl._params import store_params
 from bayesmkl._validation import Interval, check_param
+from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._simplex import elastic_net_min_ratio, elastic_net_support
-from bayesmkl.baselines._solvers import IterativeMKLClassifier, alternating_mkl, shared_doc
+from bayesmkl.baselines._solvers import IterativeMKLClassifier, alternating_mkl
 
 
 def check_v(v) -> float:
@@ -83,17 +85,7 @@ class SGMKL(IterativeMKLClassifier):
         class_weight=None,
         kernel_names=None,
     ):
-        super().__init__(
-            kernels,
-            C=C,
-            tol=tol,
-            max_iter=max_iter,
-            svc_tol=svc_tol,
-            max_time=max_time,
-            class_weight=class_weight,
-            kernel_names=kernel_names,
-        )
-        self.v = v
+        store_params(self, locals())
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         v = check_v(self.v)

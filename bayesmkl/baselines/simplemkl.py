@@ -33,13 +33,13 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from bayesmkl.baselines._budget import Budget
+from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._solvers import (
     IterativeMKLClassifier,
     MKLFit,
     SolverOptions,
     WeightedSVMs,
     relative_gap,
-    shared_doc,
     solve_at_weights,
     with_gradient,
 )

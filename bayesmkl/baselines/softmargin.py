@@ -28,8 +28,10 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from bayesmkl._params import store_params
 from bayesmkl._validation import check_choice, check_positive
 from bayesmkl.baselines._budget import Budget
+from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._simplex import (
     box_simplex_min_ratio,
     box_simplex_support,
@@ -42,7 +44,6 @@ from bayesmkl.baselines._solvers import (
     SolverOptions,
     alternating_mkl,
     relative_gap,
-    shared_doc,
     solve_at_weights,
 )
 from bayesmkl.baselines.lpmkl import solve_lp_mkl
@@ -234,18 +235,7 @@ class SoftMarginMKL(IterativeMKLClassifier):
         class_weight=None,
         kernel_names=None,
     ):
-        super().__init__(
-            kernels,
-            C=C,
-            tol=tol,
-            max_iter=max_iter,
-            svc_tol=svc_tol,
-            max_time=max_time,
-            class_weight=class_weight,
-            kernel_names=kernel_names,
-        )
-        self.loss = loss
-        self.theta = theta
+        store_params(self, locals())
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         check_choice("loss", self.loss, LOSSES)
