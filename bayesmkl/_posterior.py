@@ -144,13 +144,13 @@ class PosteriorMixin:
         """Per-draw predictive probabilities ``(S, M, K)`` (each row sums to 1).
 
         Calibrated (see ``calibration``), or with ``calibration=None`` the raw σ(ψ(f)) /
-        softmax(ψ(f)) of spec §6.
+        softmax(ψ(f)) of docs/math.md §6.
         """
         return self._proba_draws_of(self.decision_draws(X))
 
     @with_x64
     def predict_proba(self, X) -> np.ndarray:
-        """Posterior predictive class probabilities (spec §6, P1).
+        """Posterior predictive class probabilities (docs/math.md §6, P1).
 
         Parameters
         ----------
@@ -190,7 +190,7 @@ class PosteriorMixin:
     def predict(self, X) -> np.ndarray:
         """Predicted labels ``(M,)``.
 
-        ``decision="proba"``: ``classes_[argmax predict_proba(X)]`` (spec P2);
+        ``decision="proba"``: ``classes_[argmax predict_proba(X)]`` (docs/math.md P2);
         ``decision="mean_f"``: argmax of the mean decision value (sign for one binary
         classifier).
         """

@@ -1,9 +1,9 @@
 """Calibrated predictive probabilities for BM3KL (NumPy/SciPy; no JAX, no estimator state).
 
-Why. The raw rule of spec §6, softmax over classes of ψ(f) with ψ(f) = 2f + 2s·clip(f, −1, 1)
-and s = √(1 + 2γ0), has slope 2 + 2s ≈ 30 on [−1, 1] at γ0 = 100, and the pseudo-likelihood pins
-the training decision values at δ·f ≈ 1; per-draw probabilities are then 0 or 1 and test
-log-loss is poor.
+Why. The raw rule of docs/math.md §6, softmax over classes of ψ(f) with
+ψ(f) = 2f + 2s·clip(f, −1, 1) and s = √(1 + 2γ0), has slope 2 + 2s ≈ 30 on [−1, 1] at γ0 = 100,
+and the pseudo-likelihood pins the training decision values at δ·f ≈ 1; per-draw probabilities
+are then 0 or 1 and test log-loss is poor.
 
 The map. Per posterior draw the decision values ``f: (C,)`` become class logits
 

@@ -23,9 +23,9 @@ predictions       ``proba``                   (chain, draw, obs, class)  (only f
 
 ``lp`` is ``-potential_energy`` of the augmented model (the log joint up to a constant).
 ``classifier`` names the one-vs-all problems: the class labels, or, for the single binary
-classifier (spec §1.2), the positive class only. The ``classifier`` and ``class`` coordinates keep
-the labels' type (so ``.sel(classifier=1)`` works for integer labels); labels netCDF cannot hold
-(Python objects) become strings.
+classifier (docs/math.md §1.2), the positive class only. The ``classifier`` and ``class``
+coordinates keep the labels' type (so ``.sel(classifier=1)`` works for integer labels); labels
+netCDF cannot hold (Python objects) become strings.
 
 ``posterior_predictive.y`` holds replicated training labels, one per draw, drawn from that draw's
 predictive probabilities; with ``observed_data.y`` it makes ArviZ's posterior predictive checks

@@ -52,13 +52,13 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
     problems), sparse sample weights ``a`` and biases ``b`` with a Gibbs sampler whose
     kernel-weight move leaves the posterior exactly invariant (NumPyro MCMC kernel
     :class:`~bayesmkl.inference.kernel.BM3KL`). Predictions average the (calibrated) predictive
-    probabilities over the retained draws (spec §6).
+    probabilities over the retained draws (docs/math.md §6).
 
     The default model is the paper's: the 16-kernel pool of its Table 2, η = 1, α_a = 1,
     β_a = 0.1, κ = 1e-10, τ = 1e-4 and γ₀ = 100. The default run is not: 4 chains sample until
     every kernel weight and every held-in decision value has R-hat ≤ 1.01 and bulk ESS ≥ 400
     (or a budget is spent, which ``fit`` reports). For the paper's literal run use
-    ``sampler="paper", num_warmup=180, num_samples=20, num_chains=1`` (biased; spec §4.2).
+    ``sampler="paper", num_warmup=180, num_samples=20, num_chains=1`` (biased; docs/math.md §4.2).
 
     Parameters
     ----------
@@ -80,8 +80,8 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
     kappa : float, default=1e-10
         κ, rate of the TPBN global Gamma prior (paper: 1e-10).
     bias_prior_var : float, default=1e-4
-        τ, prior **variance** of each bias b_c (paper: 1e-4; spec A2 reads τ as a variance, so
-        biases are shrunk to ≈0 and kernels near the constant act as the bias).
+        τ, prior **variance** of each bias b_c (paper: 1e-4; docs/math.md A2 reads τ as a variance,
+        so biases are shrunk to ≈0 and kernels near the constant act as the bias).
     gamma0 : float, default=100.0
         γ₀, rate of the Exp(γ₀) prior on the augmentation variables λ (paper: 100 in Table 2,
         500 and 10000 elsewhere); 0 gives the flat prior and the hinge likelihood.
@@ -96,7 +96,7 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         ε of the SGRHMC moves (paper: 0.01; 0.1 for Sonar in Table 2); initial value for the
         exact moves, which tune it during warm-up.
     n_leapfrog : int, default=10
-        L, inner steps of the e move per Gibbs sweep (not stated in the paper; spec A6).
+        L, inner steps of the e move per Gibbs sweep (not stated in the paper; docs/math.md A6).
     num_warmup : int, default=300
         Gibbs sweeps discarded, during which the exact moves tune step size and mass matrix
         (paper: 200 − 20).
@@ -126,16 +126,16 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         Wall-clock budget in seconds for ``num_samples="auto"`` (warm-up included, calibration
         refits excluded; each refit runs as many sweeps as the main fit used).
     binary_mode : {"single", "ova"}, default="single"
-        Two-class encoding (spec A3): one classifier (C = 1) or two one-vs-all classifiers.
+        Two-class encoding (docs/math.md A3): one classifier (C = 1) or two one-vs-all classifiers.
     decision : {"proba", "mean_f"}, default="proba"
-        Rule of :meth:`predict`: argmax of the posterior predictive probability (spec A4a) or
-        argmax of the posterior-mean decision value (A4c).
+        Rule of :meth:`predict`: argmax of the posterior predictive probability
+        (docs/math.md A4 (a)) or argmax of the posterior-mean decision value (A4 (c)).
     calibration : {"cv", None} or int, default="cv"
         Probabilities. ``"cv"`` (3 folds) or an int k ≥ 2: per draw, softmax of calibrated
         logits — ``(0, T·f + β)`` for the single binary classifier, ``T·f_c`` otherwise — with
         ``(T, β)`` fitted at the end of :meth:`fit` on out-of-fold decision draws of k refits
         (cost: k extra fits on (k−1)/k of the data; see :mod:`bayesmkl.calibration`).
-        ``None``: the paper's raw rule softmax(ψ(f)) (spec §6), which is nearly 0/1 at
+        ``None``: the paper's raw rule softmax(ψ(f)) (docs/math.md §6), which is nearly 0/1 at
         γ0 = 100. Applied at prediction time: ``set_params(calibration=None)`` on a calibrated
         fit gives the raw rule without refitting.
     kernel_dtype : {"float64", "float32"} or None, default="float64"

@@ -1,4 +1,4 @@
-"""The max-margin pseudo-likelihood of BM3KL, written once (spec §1.3–§1.6 and §6).
+"""The max-margin pseudo-likelihood of BM3KL, written once (docs/math.md §1.3–§1.6 and §6).
 
 Every other module (the NumPyro model, the Gibbs conditionals, prediction, the MAP baseline and
 the tests) uses these functions, so there is one source of truth for each formula.
@@ -13,9 +13,9 @@ formula            meaning
 
 ζ = 1 − δ ⊙ f      margin slack
 log L              −2 Σ max(ζ, 0)                              (γ0 = 0, eq. 2)
-log L'             Σ [log(γ0/s) − ζ − s|ζ|],  s = √(1 + 2γ0)   (γ0 > 0, §1.6)
+log L'             Σ [log(γ0/s) − ζ − s|ζ|],  s = √(1 + 2γ0)   (γ0 > 0, docs/math.md §1.6)
 log L(λ)           Σ [−½ log(2πλ) − (λ + ζ)² / (2λ)]           (augmented, eq. 5)
-ψ(f)               2f + 2s·clip(f, −1, 1)                       (prediction, §6)
+ψ(f)               2f + 2s·clip(f, −1, 1)                       (prediction, docs/math.md §6)
 =================  ==============================================================
 
 Sample weights (``weight``, shape ``(N,)``, broadcast over the classifier axis): point i's
@@ -55,7 +55,7 @@ def pseudo_observations(delta, lam, weight=None):
 
     With T = δ ⊙ (1 + λ) and V = λ, (λ + ζ)²/λ = (T − f)²/V because δ² = 1: given λ the
     augmented pseudo-likelihood is a Gaussian regression of T on f with noise variances V
-    (spec §3.2). Every Gaussian step (the (a, b) draw, the w-moves) is written in (T, V).
+    (docs/math.md §3.2). Every Gaussian step (the (a, b) draw, the w-moves) is written in (T, V).
     With sample weights ϖ, (λ + ϖζ)²/λ = (T − f)²/V for T = δ(1 + λ/ϖ), V = λ/ϖ² (weights
     below :data:`WEIGHT_FLOOR` are raised to it, so that a zero weight stays finite).
     """
@@ -105,7 +105,7 @@ def log_augmented_likelihood(f, delta, lam, weight=None):
 
 
 def psi(f, gamma0):
-    """ψ(f) = 2f + 2s·clip(f, −1, 1): the class score whose softmax is the predictive rule (§6).
+    """ψ(f) = 2f + 2s·clip(f, −1, 1), the class score of the predictive softmax (docs/math.md §6).
 
     For γ0 = 0 (s = 1) this is ψ_L(f) = 2[max(1+f, 0) − max(1−f, 0)]; for γ0 > 0 it is ψ_L'.
     It is strictly increasing in f.

@@ -1,4 +1,4 @@
-"""The BM3KL generative model in NumPyro (spec §1–§2).
+"""The BM3KL generative model in NumPyro (docs/math.md §1–§2).
 
 Sites (names follow the paper; shapes with P kernels, C one-vs-all problems, N training points):
 
@@ -34,7 +34,7 @@ from bayesmkl.likelihood import log_augmented_likelihood, log_pseudo_likelihood
 
 
 class Hyper(NamedTuple):
-    """BM3KL hyper-parameters (paper symbols; defaults are the paper's, spec §7.1).
+    """BM3KL hyper-parameters (paper symbols; defaults are the paper's, docs/math.md §7.1).
 
     Attributes
     ----------
@@ -43,7 +43,7 @@ class Hyper(NamedTuple):
     alpha_a, beta_a, kappa : float
         TPBN parameters α_a (paper: 1), β_a (paper: 0.1 … 3), κ (paper: 1e-10).
     bias_prior_var : float
-        τ, the prior *variance* of each bias (paper: 1e-4; spec §2.3 on this reading).
+        τ, the prior *variance* of each bias (paper: 1e-4; docs/math.md §2.3 on this reading).
     gamma0 : float
         Rate of the Exp(γ0) prior on λ; 0 gives the flat prior and the hinge likelihood L.
     """
@@ -71,8 +71,8 @@ def decision_values(Kw, a, b):
 def signed_targets(codes, n_classes: int, binary_mode: str = "single"):
     """Δ, the ±1 targets ``(C, N)`` from integer class codes ``(N,)`` in ``0..n_classes-1``.
 
-    Two classes with ``binary_mode="single"`` give one classifier (C = 1, +1 = class 1, spec §1.2);
-    otherwise one row per class (one-vs-all).
+    Two classes with ``binary_mode="single"`` give one classifier (C = 1, +1 = class 1;
+    docs/math.md §1.2), otherwise one row per class (one-vs-all).
     """
     codes = np.asarray(codes)
     if n_classes == 2 and binary_mode == "single":

@@ -1,10 +1,10 @@
-"""Prediction from BM3KL posterior draws (spec §6).
+"""Prediction from BM3KL posterior draws (docs/math.md §6).
 
 Per draw t, f^(t)(x*) = a^(t) Σ_m w_m^(t) k_m(x*) + b^(t). The posterior predictive probability
 (P1) averages, over draws, the normalised pseudo-likelihood, which is a softmax over classes of
 ψ(f_c) (or σ(ψ(f)) for the single binary classifier); ψ is the same as in training (ψ_L for
 γ0 = 0, ψ_L' otherwise). ``decision="mean_f"`` instead predicts argmax of the mean decision value
-(spec A4 (c)).
+(docs/math.md A4 (c)).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Pure functions of an explicit JAX PRNG key (old-style ``jax.random.PRNGKey`` or 
 must be static) and :func:`jax.vmap`, broadcasts its parameters, and returns an array of shape
 ``sample_shape + broadcast_shape(parameters)`` in float32 or float64.
 
-Parameterisations (those of the specification, ``bm3kl.md`` §0)
+Parameterisations (those of docs/math.md §0)
 -------------------------------------------------------------------
 
 =============  ======================================  ==========================================
@@ -22,7 +22,7 @@ GIG(p, 0, b)   inverse gamma, needs p < 0              ``invgamma(-p, scale=b/2)
 ``IG(μ, ℓ)`` has mean μ and variance μ³/ℓ; numpy's ``Generator.wald(mean=μ, scale=ℓ)`` and TFP's
 ``InverseGaussian(loc=μ, concentration=ℓ)`` are the same law.  ``GIG(1/2, ϱ, χ)`` has
 ``1/X ~ IG(√(ϱ/χ), ϱ)`` (the paper's footnote 1), which is how the λ and ν conditionals of the
-sampler are drawn (spec §3.1, §3.3).
+sampler are drawn (docs/math.md §3.1, §3.3).
 
 Invalid parameters (outside the supports in the table, or NaN) give NaN draws: nothing is
 raised, so the functions stay traceable.  No gradients with respect to the parameters are
@@ -151,7 +151,7 @@ def inverse_gaussian(key, mean, shape, sample_shape=(), dtype=None):
     infinities (tested for mean/shape from 1e-20 to 1e20; the draw itself must of course be
     representable).
 
-    ``mean = +inf`` is allowed and gives the ζ = 0 limit of spec §3.1: IG(μ, ℓ) tends to the
+    ``mean = +inf`` is allowed and gives the ζ = 0 limit of docs/math.md §3.1: IG(μ, ℓ) tends to the
     Lévy law with scale ℓ as μ → ∞, i.e. x = ℓ / y (scipy ``levy(scale=ℓ)``), which is what is
     returned (with an infinite draw only in the probability-zero event z = 0).
 

@@ -3,7 +3,7 @@
 The estimator is :class:`bayesmkl.baselines.bemkl.BEMKL`; this module holds the model and the
 coordinate-ascent updates it runs.
 
-Model (spec ``bm3kl.md`` §9; learnt from the public MATLAB code, re-derived and re-implemented
+Model (docs/math.md §9; learnt from the public MATLAB code, re-derived and re-implemented
 here). Tasks c = 1..C (C = 1 for a binary problem, one-vs-rest for K ≥ 3 classes), training
 points i = 1..N, kernels m = 1..P, ``K_m: (N, N)`` with columns ``k_{m,i}``. Gamma(α, β) uses
 shape α and **scale** β (mean αβ), as the reference code does.

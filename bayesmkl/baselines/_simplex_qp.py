@@ -1,6 +1,6 @@
 """Maximise a possibly indefinite quadratic form θᵀQθ over the probability simplex.
 
-MKMMC's θ-step (:mod:`bayesmkl.baselines.mkmmc`, spec ``baselines.md`` paper C): the problem is a
+MKMMC's θ-step (:mod:`bayesmkl.baselines.mkmmc`, docs/baselines_math.md paper C): the problem is a
 non-convex QP when Q is indefinite. :func:`maximize_quadratic_on_simplex` returns the global
 maximum by KKT enumeration over supports for small P and otherwise the best of projected-gradient
 ascents from several starts (the current θ among them, so a step never lowers the objective).

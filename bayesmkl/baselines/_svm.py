@@ -1,6 +1,6 @@
 """The SVM sub-solver shared by every SVM-based baseline (scikit-learn's ``SVC``, precomputed).
 
-Conventions (spec ``baselines.md`` §(b)): labels are ±1; ``v = α ∘ y`` is the signed dual vector of
+Conventions (docs/baselines_math.md §(b)): labels are ±1; ``v = α ∘ y`` is the signed dual vector of
 length N (zero off the support); the decision function is ``f(x) = Σ_i v_i k(x, x_i) + b``; the
 C-SVC dual objective is ``Σ_i |v_i| − ½ vᵀ K v``; per-kernel quadratic terms are
 ``h_m = ½ vᵀ K_m v``.

@@ -1,7 +1,7 @@
 """BEMKL: Bayesian efficient multiple kernel learning by variational Bayes (Gönen, ICML 2012).
 
 The estimator; the model, its mean-field updates and the evidence lower bound are in
-:mod:`bayesmkl.baselines._bemkl_vb` (spec ``bm3kl.md`` §9).
+:mod:`bayesmkl.baselines._bemkl_vb` (docs/math.md §9).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ iterations are exactly monotone. Each iteration:
 
 No step decreases the objective (the ECM property); ``objective_`` records it, and the tests
 check it. With a flat Dirichlet (η = 1) the estimate is a hinge-like MKL solution with
-shrinkage of the sample weights, the Bayesian analogue of L1-MKL (spec ``baselines.md``).
+shrinkage of the sample weights, the Bayesian analogue of L1-MKL (docs/baselines_math.md §(c)).
 
 Sample weights (``fit(..., sample_weight)``, ``class_weight``) weight the likelihood terms:
 ``log L'`` becomes ``Σ_i s_i Σ_c log L'_ci``. The E-step is unchanged (the weighted bound
@@ -283,7 +283,7 @@ class BM3KLMAP(MKLClassifierBase):
 
     @with_x64
     def predict_proba(self, X):
-        """Class probabilities from the MAP parameters: σ(ψ(f)) or softmax(ψ(f)) (spec §6)."""
+        """Class probabilities of the MAP parameters: σ(ψ(f)) or softmax(ψ(f)) (docs/math.md §6)."""
         from bayesmkl.predict import draw_probabilities
 
         F = self.decision_function(X)

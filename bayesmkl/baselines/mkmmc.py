@@ -1,4 +1,4 @@
-"""Multiple-kernel maximum margin criterion (MKMMC, Gu & Zhou; spec ``baselines.md`` paper C).
+"""Multiple-kernel maximum margin criterion (MKMMC, Gu & Zhou; docs/baselines_math.md paper C).
 
 Supervised dimensionality reduction: find ``m`` directions ``𝒜 = [α_1 … α_m]: (N, m)`` with
 ``𝒜ᵀ𝒜 = I`` and kernel weights ``θ`` on the simplex maximising the kernel maximum margin criterion

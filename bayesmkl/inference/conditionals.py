@@ -1,4 +1,4 @@
-"""Pure full-conditional samplers of BM3KL and the potential of e (spec §3).
+"""Pure full-conditional samplers of BM3KL and the potential of e (docs/math.md §3).
 
 Every function takes arrays (and a PRNG key where it samples) and returns arrays; all are
 jit- and vmap-able. Shapes: P kernels, C one-vs-all problems, N training points.
@@ -15,12 +15,12 @@ import jax.numpy as jnp
 from bayesmkl.likelihood import margin_slack, pseudo_observations, s_of
 from bayesmkl.random import gamma, gig, inverse_gaussian
 
-ZETA_FLOOR = 1e-10  # |ζ| floor of spec §3.1 (A14): ζ = 0 gives λ ~ Gamma(1/2, s²/2) in the limit
+ZETA_FLOOR = 1e-10  # |ζ| floor (docs/math.md §3.1, A14); ζ = 0 gives λ ~ Gamma(1/2, s²/2)
 A_FLOOR = 1e-300  # |a| floor for ν's IG mean (a → 0 gives ν ~ Gamma(1/2, ς))
 
 
 # --------------------------------------------------------------------------------------------
-# λ | rest  (§3.1)
+# λ | rest  (docs/math.md §3.1)
 # --------------------------------------------------------------------------------------------
 def lam_params(zeta, gamma0):
     """GIG(p, ϱ, χ) parameters of λ | rest: ``(1/2, 1 + 2γ0, ζ²)``, each broadcast to ζ's shape."""
@@ -44,7 +44,7 @@ def sample_lam(key, f, delta, gamma0, weight=None):
 
 
 # --------------------------------------------------------------------------------------------
-# (a_c, b_c) | rest  (§3.2)
+# (a_c, b_c) | rest  (docs/math.md §3.2)
 # --------------------------------------------------------------------------------------------
 def ab_precision_form(Kw, delta, lam, nu, tau):
     """Mean ``(C, N+1)`` and covariance ``(C, N+1, N+1)`` of β_c = [a_c; b_c] in precision form.
@@ -176,7 +176,7 @@ def sample_ab_jitter(key, Kw, delta, lam, nu, tau, weight=None):
 
 
 # --------------------------------------------------------------------------------------------
-# TPBN: ν | a, ς and ς | ν  (§3.3)
+# TPBN: ν | a, ς and ς | ν  (docs/math.md §3.3)
 # --------------------------------------------------------------------------------------------
 def nu_params(a, varsigma, alpha_a):
     """GIG(p, ϱ, χ) parameters of ν | a, ς: ``(α_a − 1/2, 2ς, a²)``."""
@@ -210,7 +210,7 @@ def sample_varsigma(key, nu, alpha_a, beta_a, kappa):
 
 
 # --------------------------------------------------------------------------------------------
-# e | rest: potential and gradient (§3.4)
+# e | rest: potential and gradient (docs/math.md §3.4)
 # --------------------------------------------------------------------------------------------
 def per_kernel_decisions(K, a):
     """Φ with Φ[m] = A K_m: ``K: (P, N, N)``, ``a: (C, N)`` → ``(P, C, N)`` (float64).
@@ -236,7 +236,7 @@ def e_potential(e, Phi, b, delta, lam, eta, weight=None):
 
 
 def e_potential_and_grad(e, Phi, b, delta, lam, eta, weight=None):
-    """U(e) and ∇_e U in O(PCN) (analytic; spec §3.4).
+    """U(e) and ∇_e U in O(PCN) (analytic; docs/math.md §3.4).
 
     g_m = −⟨R, Φ_m⟩ with R = Δ ⊙ (1 + ζ/λ); ∇U = 1 − (η − 1)/e + (g − (wᵀg) 1)/S. With
     sample weights ϖ, ζ is the scaled slack ϖζ and R = ϖ Δ ⊙ (1 + ϖζ/λ).
@@ -260,7 +260,10 @@ def e_potential_and_grad(e, Phi, b, delta, lam, eta, weight=None):
 
 
 def sample_scale(key, e, eta):
-    """Exact scale refresh (§2.1, §4.3): e ← (e/Σe)·S', S' ~ Gamma(Σ_m η_m, 1); w is unchanged."""
+    """Exact scale refresh e ← (e/Σe)·S', S' ~ Gamma(Σ_m η_m, 1); w is unchanged.
+
+    docs/math.md §2.1, §4.3.
+    """
     P = e.shape[0]
     total = jnp.sum(jnp.broadcast_to(eta, (P,)))
     return e / jnp.sum(e) * gamma(key, total)

@@ -1,6 +1,6 @@
 """The BM3KL Gibbs sweep: a pure functional core and a thin NumPyro ``MCMCKernel`` around it.
 
-One sweep, in the paper's order (spec §5):
+One sweep, in the paper's order (docs/math.md §5):
 
 1. Φ = A·K_m for all m (one GEMM over the stored kernels);
 2. the kernel-weight move on e, as its :class:`~bayesmkl.inference.moves.MoveSpec` says: exact

@@ -1,10 +1,10 @@
-"""Kernel-weight moves for e | rest (spec §4), selectable by name.
+"""Kernel-weight moves for e | rest (docs/math.md §4), selectable by name.
 
 Step-size moves are pure functions ``move(key, e, r, step_size, potential_and_grad) ->
 MoveResult`` where ``potential_and_grad(e) -> (U, ∇U)`` is a potential of e (the conditional of
-§3.4, or the collapsed one of :mod:`bayesmkl.inference.collapsed`). ``r`` is the momentum the
-SGRHMC moves may carry between iterations. Each named move is a :class:`MoveSpec` record, so
-that the sweep reads its policy from data and tests no names.
+docs/math.md §3.4, or the collapsed one of :mod:`bayesmkl.inference.collapsed`). ``r`` is the
+momentum the SGRHMC moves may carry between iterations. Each named move is a :class:`MoveSpec`
+record, so that the sweep reads its policy from data and tests no names.
 
 ============  ==================================================================  ==========
 name          transition                                                          exact?
@@ -17,9 +17,9 @@ name          transition                                                        
 "exact"       HMC in u = 2√e (RMHMC with G = diag(1/e), E2) + Metropolis–Hastings  yes
 "rmala"       reflected Riemannian MALA with folded-normal MH correction (E3)      yes
 "paper"       literal SGRHMC of eqs. (7)–(8): explicit Euler, |·| reflection, no   no (O(ε))
-              MH (Ma, Chen & Fox 2015 with D, Q of §5.2)
+              MH (Ma, Chen & Fox 2015 with D, Q of paper §5.2)
 "stable"      paper move with exact Ornstein–Uhlenbeck friction/noise, a floor     no (O(ε))
-              e ≥ 1e-12·S; the sweep adds the exact scale refresh (§4.3)
+              e ≥ 1e-12·S; the sweep adds the scale refresh (docs/math.md §4.3)
 ============  ==================================================================  ==========
 
 Measured bias of "stable" at ε = 0.01 (breast cancer, 16 kernels, one frozen (a, b, λ)
@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.stats import norm
 
-E_FLOOR = 1e-12  # relative floor e_m ≥ 1e-12·S of the stable move (§4.3, item 3)
+E_FLOOR = 1e-12  # relative floor e_m ≥ 1e-12·S of the stable move (docs/math.md §4.3, item 3)
 DIVERGENCE_ENERGY = 1000.0
 
 
@@ -92,7 +92,7 @@ def paper_move(key, e, r, step_size, pg, *, n_leapfrog=10, flip_momentum=False):
 
 
 def stable_move(key, e, r, step_size, pg, *, n_leapfrog=10, flip_momentum=False):
-    """SGRHMC with the exact OU friction/noise step and a relative floor on e (§4.3)."""
+    """SGRHMC with exact OU friction/noise and a relative floor on e (docs/math.md §4.3)."""
     return _sgrhmc(key, e, r, step_size, pg, n_leapfrog, True, flip_momentum)
 
 

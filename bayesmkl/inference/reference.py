@@ -1,16 +1,16 @@
-"""Reference (oracle) samplers for BM3KL built from NumPyro's own machinery (spec §4.4, E1).
+"""Reference (oracle) samplers for BM3KL built from NumPyro's own machinery (docs/math.md §4.4, E1).
 
 Two exact samplers that share no transition code with :class:`~bayesmkl.inference.BM3KL`'s
 kernel-weight moves, used as test oracles and as the baseline of ``benchmarks/mixing.py``:
 
 :func:`reference_kernel`
-    E1 of the spec: ``numpyro.infer.HMCGibbs`` with NumPyro's NUTS on the kernel-weight site
+    docs/math.md E1: ``numpyro.infer.HMCGibbs`` with NumPyro's NUTS on the kernel-weight site
     ``e`` (sampled in φ = log e by NumPyro's default bijection for a Gamma site) and a Gibbs
     function that updates the remaining sites of the *augmented* model in the paper's order
     λ → (a, b) → ν → ς with the pure conditionals of :mod:`bayesmkl.inference.conditionals`.
     Its target is the same augmented posterior (5) as the BM3KL kernel; only the e-move differs
     (NUTS on the full log density, computed by NumPyro from :func:`~bayesmkl.model.bm3kl_model`,
-    instead of the analytic potential of §3.4).
+    instead of the analytic potential of docs/math.md §3.4).
 
 :func:`run_marginal_nuts`
     NUTS on *all* continuous sites of the marginal model ``bm3kl_model(..., augmented=False)``
@@ -75,8 +75,8 @@ def make_gibbs_fn(K, delta, hyper: Hyper = DEFAULT_HYPER, weight=None):
     -------
     callable
         ``gibbs_fn(rng_key, gibbs_sites, hmc_sites) -> dict`` with keys ``GIBBS_SITES``. The
-        update is λ | e, a, b → (a, b) | e, λ, ν → ν | a, ς → ς | ν (spec §5 steps 2–4), each
-        from :mod:`bayesmkl.inference.conditionals`.
+        update is λ | e, a, b → (a, b) | e, λ, ν → ν | a, ς → ς | ν (docs/math.md §5 steps 2–4),
+        each from :mod:`bayesmkl.inference.conditionals`.
     """
     K = jnp.asarray(K)
     delta = jnp.asarray(delta, dtype=jnp.float64)
@@ -100,7 +100,7 @@ def make_gibbs_fn(K, delta, hyper: Hyper = DEFAULT_HYPER, weight=None):
 def reference_kernel(
     K, delta, hyper: Hyper = DEFAULT_HYPER, weight=None, **nuts_kwargs
 ) -> HMCGibbs:
-    """E1 reference sampler: NUTS on log e inside NumPyro's Gibbs machinery (spec §4.4).
+    """E1 reference sampler: NUTS on log e inside NumPyro's Gibbs machinery (docs/math.md §4.4).
 
     Parameters
     ----------

@@ -1,7 +1,7 @@
 """Exact draws of the kernel weights w | a, b, λ on the simplex by pairwise coordinate updates.
 
-Given the other blocks, the augmented pseudo-likelihood is Gaussian in w (spec §3.4, quadratic
-form): with pseudo-observations T (targets) and V (noise variances),
+Given the other blocks, the augmented pseudo-likelihood is Gaussian in w (docs/math.md §3.4,
+quadratic form): with pseudo-observations T (targets) and V (noise variances),
 
     U_lik(w) = Σ_ci (T_ci − b_c − Σ_m w_m Φ_mci)² / (2 V_ci) = ½ wᵀ M w − vᵀ w + const,
     M = Σ_ci Φ_·ci Φ_·ciᵀ / V_ci,   v = Σ_ci Φ_·ci (T_ci − b_c) / V_ci,   g = M w − v,
@@ -16,7 +16,7 @@ c = w_j + w_k, x = w_j the conditional of x is
 a normal truncated to [0, c] when η = 1 (drawn exactly, :func:`truncated_normal`) and otherwise
 drawn by slice sampling with shrinkage from the whole segment (Neal 2003, exact). Each update is
 an exact Gibbs step, so the sweep has no step size and nothing to tune. After the w-updates the
-scale is drawn exactly, e = w · Gamma(Ση, 1) (spec §2.1).
+scale is drawn exactly, e = w · Gamma(Ση, 1) (docs/math.md §2.1).
 
 Cost: M costs O(P² C N) once per sweep (one GEMM); each pair update costs O(P) for the
 gradient update g ← g + s (M_·j − M_·k).

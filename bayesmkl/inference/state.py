@@ -3,7 +3,7 @@
 
 :class:`BM3KLConfig` is the static, hashable configuration (part of the compilation key);
 :class:`BM3KLState` the pytree a sweep maps to the next; :func:`init_state` its initial value
-(spec A13); :func:`mass_window` the warm-up sweeps that estimate a dense mass matrix.
+(docs/math.md A13); :func:`mass_window` the warm-up sweeps that estimate a dense mass matrix.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class BM3KLConfig(NamedTuple):
     refresh_momentum : bool
         Draw r ~ N(0, I) at every sweep (default) or carry it across sweeps (SGRHMC moves).
     flip_momentum : bool
-        Flip r's sign on reflection (spec A7; the paper does not).
+        Flip r's sign on reflection (docs/math.md A7; the paper does not).
     scale_refresh : bool or None
         Exact scale refresh after the move; ``None`` means the move's default (on unless the
         move is 'paper').
@@ -75,7 +75,7 @@ class BM3KLConfig(NamedTuple):
         u = 2√e over the middle half of warm-up; :func:`mass_window`). Off by default: on
         breast cancer (bsvm16, 4 chains) it did not raise the smallest ESS of w.
     nu_update : str
-        ``"gibbs"`` (default): ν | a, ς then ς | ν (spec §3.3). ``"collapsed"``: the exact
+        ``"gibbs"`` (default): ν | a, ς then ς | ν (docs/math.md §3.3). ``"collapsed"``: the exact
         collapsed block of :mod:`bayesmkl.inference.tpbn` (one O(N³) sweep over all points per
         class, plus one more (a, b) draw).
     nu_max : float
@@ -204,7 +204,7 @@ def hyper_arrays(hyper: Hyper, P: int) -> Hyper:
 
 
 def init_state(rng_key, K, delta, config: BM3KLConfig, init_params=None) -> BM3KLState:
-    """Initial state (spec A13): e = 1, A = 0, b = 0, λ = ν = ς = 1, r = 0.
+    """Initial state (docs/math.md A13): e = 1, A = 0, b = 0, λ = ν = ς = 1, r = 0.
 
     ``init_params`` (a dict with any of the keys of ``SITES``) overrides these values.
     """

@@ -1,6 +1,6 @@
 """Base kernel functions in JAX, vectorised over kernel parameters and over single features.
 
-Conventions (spec §7.2)
+Conventions (docs/math.md §7.2)
 -----------------------
 * Gaussian: ``k(x, z) = exp(-||x - z||^2 / (2 sigma^2))`` with ``sigma`` the *width*
   (SVM-KM / SimpleMKL convention; scikit-learn's ``rbf_kernel`` with ``gamma = 1 / (2 sigma^2)``).
@@ -357,7 +357,7 @@ def per_feature_polynomial_kernels(X, Z=None, degrees=2, offset=1.0) -> jax.Arra
 
 @with_x64
 def center_cross_kernels(K, train_row_means, train_grand_mean) -> jax.Array:
-    """Centre kernel rows with training statistics (spec §7.2).
+    """Centre kernel rows with training statistics (docs/math.md §7.2).
 
     ``k_c(x*) = k(x*) - K 1 / N - (1^T k(x*) / N) 1 + (1^T K 1 / N^2) 1``.
 

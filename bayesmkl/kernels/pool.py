@@ -14,8 +14,8 @@ matrix, and per-feature kernels for every single feature and every width come fr
 ``2**21`` kernel entries (padded to one shape, so each group compiles once per data shape),
 and each chunk is written into the preallocated NumPy output.
 
-Preprocessing order (spec §7.2): standardise features with training mean/sd -> base kernel ->
-centre with training statistics (``center=True``) -> unit-diagonal normalisation
+Preprocessing order (docs/math.md §7.2): standardise features with training mean/sd -> base kernel
+-> centre with training statistics (``center=True``) -> unit-diagonal normalisation
 (``normalize=True``) -> cast to ``dtype``. Everything is computed in float64.
 
 Custom kernels (user callables, scikit-learn GP kernel objects, ``pairwise_kernels`` names) are
@@ -94,7 +94,7 @@ class KernelPool:
         Unit-diagonal ("spherical") normalisation ``K(x, z) / sqrt(K(x, x) K(z, z))``. Cross
         kernels use each new point's own self-similarity. A no-op for (uncentred) Gaussians.
     center : bool, default False
-        Centre in feature space with training statistics (spec §7.2), before normalisation:
+        Centre in feature space with training statistics (docs/math.md §7.2), before normalisation:
         ``K_c = H K H`` for training kernels and
         ``k_c(x*) = k(x*) - K 1/N - (1^T k(x*)/N) 1 + (1^T K 1/N^2) 1`` for new rows.
     dtype : numpy dtype, default np.float64
