@@ -1,4 +1,4 @@
-"""The pseudo-likelihood identities of :mod:`bayesmkl.likelihood` (spec §1.3–§1.6, §6, V1).
+"""The pseudo-likelihood identities of :mod:`bayesmkl.likelihood` (docs/math.md §1.3–§1.6, §6, V1).
 
 Integrals over λ use scipy ``quad`` in t = log λ (integrand exp(g(e^t) + t − c), with c the
 log of the integrand's maximum, so nothing under- or overflows), with the GIG mode as a break

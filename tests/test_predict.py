@@ -1,4 +1,4 @@
-"""Prediction (:mod:`bayesmkl.predict`, spec §6)."""
+"""Prediction (:mod:`bayesmkl.predict`, docs/math.md §6)."""
 
 import jax
 import jax.numpy as jnp

@@ -9,10 +9,10 @@ so this file is dominated by compilation; the persistent compilation cache makes
 Expected failures (``EXPECTED_FAILED``):
 
 ``check_classifiers_train``
-    It requires ``argmax decision_function == predict``. ``predict`` is, by design (spec A4a),
-    the argmax of ``predict_proba``, the posterior mean of the per-draw normalised
-    pseudo-likelihood, whereas ``decision_function`` is the posterior mean of the decision
-    values (A4c). Both rules agree draw by draw (ψ is increasing) but their averages can
+    It requires ``argmax decision_function == predict``. ``predict`` is, by design
+    (docs/math.md A4a), the argmax of ``predict_proba``, the posterior mean of the per-draw
+    normalised pseudo-likelihood, whereas ``decision_function`` is the posterior mean of the
+    decision values (A4c). Both rules agree draw by draw (ψ is increasing) but their averages can
     disagree for points near a boundary (one point in 300 on the check's blobs). The check
     also compares ``predict_log_proba`` with ``np.log(predict_proba)``, which is −inf where the
     raw rule's probability underflows to 0; ``predict_log_proba`` is a log-sum-exp and stays
@@ -48,8 +48,8 @@ FAST = dict(
 )
 
 _MEAN_RULES = (
-    "predict (argmax of the mean per-draw probability, spec A4a) and decision_function (mean "
-    "decision value, A4c) agree per draw but not always on average"
+    "predict (argmax of the mean per-draw probability, docs/math.md A4a) and decision_function "
+    "(mean decision value, A4c) agree per draw but not always on average"
 )
 EXPECTED_FAILED = {
     "check_classifiers_train": _MEAN_RULES,

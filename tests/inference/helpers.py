@@ -85,7 +85,7 @@ def p3_conditional(seed=3, N=10, a_scale=0.3):
 
     Returns ``dict(Phi (3, 1, N), b (1,), delta (1, N), lam (1, N), eta)``. The posterior of
     w is E[w] ≈ (0.737, 0.229, 0.034), sd ≈ (0.074, 0.081, 0.030): one weight is small, which
-    is where the paper scheme's O(ε) bias is largest (spec §4.2), and the λ are small enough
+    is where the paper scheme's O(ε) bias is largest (docs/math.md §4.2), and the λ are small enough
     (≈ 0.1) that the likelihood gradient is strong, so that bias is large against the Monte
     Carlo error.
     """

@@ -1,4 +1,5 @@
-"""Full conditionals of :mod:`bayesmkl.inference.conditionals` vs the model (spec §3, V1, V2, V8).
+"""Full conditionals of :mod:`bayesmkl.inference.conditionals` vs the model
+(docs/math.md §3, V1, V2, V8).
 
 Density checks: for each block x, log q(x | rest) − log p(x, rest) must not depend on x, where p
 is NumPyro's ``log_density`` of :func:`bayesmkl.model.bm3kl_model` (augmented) with every site
@@ -43,7 +44,7 @@ def _f(pb, e=None, a=None, b=None):
 
 
 def _gig_logpdf(x, p, rho, chi):
-    """GIG(p, ϱ, χ) log density via scipy (spec §0 mapping)."""
+    """GIG(p, ϱ, χ) log density via scipy (docs/math.md §0 mapping)."""
     p, rho, chi = (np.asarray(v) for v in (p, rho, chi))
     return stats.geninvgauss.logpdf(x, p, np.sqrt(rho * chi), scale=np.sqrt(chi / rho))
 

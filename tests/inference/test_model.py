@@ -1,4 +1,4 @@
-"""The NumPyro model and ``log_joint`` of :mod:`bayesmkl.model` (spec §1–§2)."""
+"""The NumPyro model and ``log_joint`` of :mod:`bayesmkl.model` (docs/math.md §1–§2)."""
 
 import jax
 import jax.numpy as jnp
@@ -74,7 +74,7 @@ def test_marginal_model_uses_pseudo_likelihood(gamma0):
 
 def test_prior_of_w_is_dirichlet():
     """Prior predictive: w = e/Σe ~ Dir(η) (w₁ ~ Beta(η₁, Ση − η₁), KS p > 1e-3) and
-    S = Σe ~ Gamma(Ση, 1) (spec §2.1)."""
+    S = Σe ~ Gamma(Ση, 1) (docs/math.md §2.1)."""
     eta = (0.5, 1.0, 2.5)
     pb = make_problem(seed=22, hyper=Hyper(eta=eta))
     pred = Predictive(bm3kl_model, num_samples=4000, return_sites=["e", "w"])

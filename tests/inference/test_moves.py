@@ -1,9 +1,9 @@
-"""Kernel-weight moves of :mod:`bayesmkl.inference.moves` (spec §4, V3–V5).
+"""Kernel-weight moves of :mod:`bayesmkl.inference.moves` (docs/math.md §4, V3–V5).
 
 Oracle: the P = 3, C = 1, N = 10 conditional of e in :func:`helpers.p3_conditional`, whose
 exact E[w] and E[w²] come from 2-D Gauss–Legendre quadrature on the simplex (cross-checked
 against scipy ``dblquad`` below). The scale S = Σe is independent of w and Gamma(Pη, 1) under
-this conditional (spec §2.1), so the w-marginal is all that quadrature needs.
+this conditional (docs/math.md §2.1), so the w-marginal is all that quadrature needs.
 
 Statistical tolerances are |estimate − truth| < Z·MCSE with MCSE = sd/√ESS, ESS being NumPyro's
 multi-chain Geyer estimate over many vmapped chains. Z = 4 gives a two-sided false-alarm rate
@@ -101,7 +101,7 @@ def test_exact_draws_match_quadrature(cp, truth):
 
 def _paper_reference(key, e, r, eps, pg, L, stable, flip=False):
     """Eqs. (7)–(8) (or the OU variant of §4.3) written out in numpy with the move's noise;
-    ``flip`` negates the new momentum of reflected coordinates (spec A7 option)."""
+    ``flip`` negates the new momentum of reflected coordinates (docs/math.md A7 option)."""
     e, r = np.array(e), np.array(r)
     for k in jax.random.split(key, L):
         xi = np.asarray(jax.random.normal(k, e.shape))
@@ -144,7 +144,8 @@ def test_sgrhmc_moves_follow_equations(cp, stable, flip):
 def test_exact_hmc_energy_error_is_second_order(cp):
     """Leapfrog in u = 2√e: acceptance = min(1, e^{−ΔH}) and ΔH = O(ε²) at fixed time.
 
-    The trajectory is recomputed here with ``jax.grad`` of V(u) = U(u²/4) − Σ log|u| (spec E2),
+    The trajectory is recomputed here with ``jax.grad`` of V(u) = U(u²/4) − Σ log|u|
+    (docs/math.md E2),
     independently of the move's hand-written ∇V. Halving ε must divide |ΔH| by ≈ 4 (the ratio
     must lie in [3, 5]); a wrong ∇V, or a missing log-Jacobian, would not give that.
     """
@@ -179,7 +180,7 @@ def test_exact_hmc_energy_error_is_second_order(cp):
 
 
 def _g_numpy(cp, w):
-    """g = ∂U_lik/∂w = −⟨R, Φ_m⟩, R = Δ ⊙ (1 + ζ/λ) (spec §3.4), in numpy."""
+    """g = ∂U_lik/∂w = −⟨R, Φ_m⟩, R = Δ ⊙ (1 + ζ/λ) (docs/math.md §3.4), in numpy."""
     f = np.einsum("m,mcn->cn", w, cp["Phi"]) + cp["b"][:, None]
     zeta = 1.0 - cp["delta"] * f
     R = cp["delta"] * (1.0 + zeta / cp["lam"])
@@ -272,7 +273,8 @@ BIAS_EPS = (0.05, 0.03, 0.01)
 @pytest.mark.parametrize("name", ["paper", "stable"])
 def test_sgrhmc_bias_decreases_with_step_size(cp, truth, name):
     """|E_ε[w₃] − E[w₃]| is strictly decreasing over ε = 0.05, 0.03, 0.01 (w₃ is the small
-    weight, where spec §4.2 locates the bias), each gap larger than Z·√(MCSE₁² + MCSE₂²), and
+    weight, where docs/math.md §4.2 locates the bias), each gap larger than
+    Z·√(MCSE₁² + MCSE₂²), and
     the bias at ε = 0.05 is itself larger than Z·MCSE (the test can detect a bias).
 
     500 chains start from exact draws of w (so the measured bias is the move's own); run length
@@ -280,8 +282,8 @@ def test_sgrhmc_bias_decreases_with_step_size(cp, truth, name):
     The paper move is run as the sweep runs it, without the scale refresh; the stable move with
     it. The literal paper move has no floor on e: when a small weight reaches ~1e-9 the
     ε/(2√e) term throws e_m to the hundreds and the explicit friction diverges (ε·e_m > 2), as
-    spec §4.2 warns; about one chain in 500 does so here at ε = 0.03. Such chains are excluded
-    (at most 1 % allowed); at ε = 0.1 chains diverge within a few hundred iterations. The
+    docs/math.md §4.2 warns; about one chain in 500 does so here at ε = 0.03. Such chains are
+    excluded (at most 1 % allowed); at ε = 0.1 chains diverge within a few hundred iterations. The
     stable move must never produce a non-finite value.
     """
     move = {"paper": paper_move, "stable": stable_move}[name]
@@ -300,7 +302,7 @@ def test_sgrhmc_bias_decreases_with_step_size(cp, truth, name):
         finite = np.all(np.isfinite(w), axis=(1, 2))
         if name == "stable":
             assert np.all(finite)
-        else:  # the literal scheme diverges now and then (spec §4.2): rare, then excluded
+        else:  # the literal scheme diverges now and then (docs/math.md §4.2): rare, then excluded
             assert finite.mean() >= 0.99, finite.mean()
         m, _, se, _ = pooled_mean_mcse(w[finite][..., 2:])
         bias.append(abs(m[0] - mean[2]))

@@ -1,4 +1,4 @@
-"""Whole-sampler tests of BM3KL (spec §13 V6/V7, §4.4), seeded, with MCSE-based tolerances.
+"""Whole-sampler tests of BM3KL (docs/math.md §13 V6/V7, §4.4), seeded, with MCSE-based tolerances.
 
 What is checked, and why it is a valid check:
 
@@ -52,7 +52,7 @@ def _ks_alpha(n_tests: int, family_alpha: float = 1e-3) -> float:
 
 
 # =============================================================================================
-# 1. Scalar toy model (spec §13 V6)
+# 1. Scalar toy model (docs/math.md §13 V6)
 # =============================================================================================
 TOY_X = np.array([0.5, 1.0, 1.5, -0.5, 2.0, 0.8])
 TOY_Y = np.array([1.0, 1.0, -1.0, -1.0, 1.0, 1.0])

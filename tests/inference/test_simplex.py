@@ -1,4 +1,5 @@
-"""Exact kernel-weight draws on the simplex, :mod:`bayesmkl.inference.simplex` (spec §2.1, §3.4).
+"""Exact kernel-weight draws on the simplex, :mod:`bayesmkl.inference.simplex`
+(docs/math.md §2.1, §3.4).
 
 Oracles, all independent of the module's own algebra:
 
