@@ -36,6 +36,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 from jax.scipy.stats import norm
+from numpyro.infer.hmc_util import dual_averaging
 
 E_FLOOR = 1e-12  # relative floor e_m ≥ 1e-12·S of the stable move (docs/math.md §4.3, item 3)
 DIVERGENCE_ENERGY = 1000.0
@@ -250,24 +251,23 @@ class DualAveragingState(NamedTuple):
     mu: jax.Array
 
 
+#: NumPyro's dual averaging (Hoffman & Gelman's constants t0 = 10, κ = 0.75, γ = 0.05); its state
+#: tuple is (x_t, x̄_t, ḡ_t, t, prox_center), the fields of :class:`DualAveragingState` in order.
+_DA_INIT, _DA_UPDATE = dual_averaging(t0=10, kappa=0.75, gamma=0.05)
+
+
 def dual_averaging_init(step_size) -> DualAveragingState:
+    """State before the first update: ε₀ is used until then, and the shrinkage target is
+    log(10 ε₀) (NumPyro's HMC does the same)."""
     log_eps = jnp.log(jnp.asarray(step_size, dtype=jnp.float64))
-    z = jnp.zeros(())
-    count = jnp.zeros((), jnp.int32)
-    return DualAveragingState(log_eps, log_eps, z, count, jnp.log(10.0) + log_eps)
+    _, _, g_avg, count, mu = _DA_INIT(jnp.log(10.0) + log_eps)
+    return DualAveragingState(log_eps, log_eps, g_avg, count, mu)
 
 
-def dual_averaging_update(
-    state: DualAveragingState, accept_prob, target, gamma=0.05, t0=10.0, kappa=0.75
-) -> DualAveragingState:
-    t = state.count + 1
-    tf = t.astype(jnp.float64)
-    eta = 1.0 / (tf + t0)
-    h_bar = (1.0 - eta) * state.h_bar + eta * (target - accept_prob)
-    log_step = state.mu - jnp.sqrt(tf) / gamma * h_bar
-    weight = tf ** (-kappa)
-    log_step_avg = weight * log_step + (1.0 - weight) * state.log_step_avg
-    return DualAveragingState(log_step, log_step_avg, h_bar, t, state.mu)
+def dual_averaging_update(state: DualAveragingState, accept_prob, target) -> DualAveragingState:
+    """One update of :func:`numpyro.infer.hmc_util.dual_averaging` with statistic
+    ``target − accept_prob``."""
+    return DualAveragingState(*_DA_UPDATE(target - accept_prob, tuple(state)))
 
 
 # --------------------------------------------------------------------------------------------

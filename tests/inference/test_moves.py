@@ -356,3 +356,27 @@ def test_dual_averaging_reaches_target_acceptance():
 
     for eps0 in (0.01, 2.0):
         assert run(eps0) == pytest.approx(0.15, rel=0.03)
+
+
+def test_dual_averaging_is_hoffman_gelman_in_float64():
+    """The step-size adaptation is NumPyro's dual averaging; checked against Hoffman & Gelman's
+    Algorithm 5 (t0 = 10, γ = 0.05, κ = 0.75, μ = log 10ε₀) written out in NumPy float64 over
+    300 updates. A 32-bit update counter would make JAX divide in float32 (1/(t + t0)) and
+    miss this tolerance by orders of magnitude."""
+    rng = np.random.default_rng(3)
+    eps0, target = 0.01, 0.8
+    state = dual_averaging_init(eps0)
+    mu, h_bar, log_avg = np.log(10 * eps0), 0.0, np.log(eps0)
+    assert float(state.log_step) == pytest.approx(np.log(eps0), rel=1e-15)
+    for t, acc in enumerate(rng.random(300), start=1):
+        state = dual_averaging_update(state, acc, target)
+        h_bar = (1 - 1 / (t + 10)) * h_bar + (target - acc) / (t + 10)
+        log_step = mu - np.sqrt(t) / 0.05 * h_bar
+        log_avg = t**-0.75 * log_step + (1 - t**-0.75) * log_avg
+        np.testing.assert_allclose(
+            [float(state.log_step), float(state.log_step_avg), float(state.h_bar)],
+            [log_step, log_avg, h_bar],
+            rtol=1e-12,
+            atol=1e-15,
+        )
+    assert int(state.count) == 300
