@@ -2,7 +2,7 @@
 
 The estimator is a thin shell: :class:`~bayesmkl.kernels.input.KernelInput` builds the training
 kernels ``K: (P, N, N)``, :func:`~bayesmkl.model.signed_targets` the ±1 targets
-``delta: (C, N)``, :class:`~bayesmkl.inference.kernel.BM3KL` (run by NumPyro's ``MCMC``) draws
+``delta: (C, N)``, :class:`~bayesmkl.inference.sampler.BM3KL` (run by NumPyro's ``MCMC``) draws
 ``(e, w, a, b, λ, ν, ς)``, and :mod:`bayesmkl.predict` turns draws and test kernels
 ``(P, M, N)`` into decision values and probabilities. Prediction, the
 calibration map and the DataTree are :class:`~bayesmkl._posterior.PosteriorMixin`; seeds, the
@@ -38,8 +38,8 @@ from bayesmkl._weights import effective_sample_weight
 from bayesmkl._x64 import with_x64
 from bayesmkl.inference import resume as _resume
 from bayesmkl.inference.chains import resolve_chain_method
-from bayesmkl.inference.kernel import BM3KL
 from bayesmkl.inference.runlength import judge, sample_until_converged
+from bayesmkl.inference.sampler import BM3KL
 from bayesmkl.model import signed_targets
 
 __all__ = ["BM3KLClassifier", "EXTRA_FIELDS", "enable_compilation_cache", "make_rng_key"]
@@ -51,7 +51,7 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
     Learns a posterior over kernel weights ``w`` on the simplex (shared by all one-vs-all
     problems), sparse sample weights ``a`` and biases ``b`` with a Gibbs sampler whose
     kernel-weight move leaves the posterior exactly invariant (NumPyro MCMC kernel
-    :class:`~bayesmkl.inference.kernel.BM3KL`). Predictions average the (calibrated) predictive
+    :class:`~bayesmkl.inference.sampler.BM3KL`). Predictions average the (calibrated) predictive
     probabilities over the retained draws (docs/math.md §6).
 
     The default model is the paper's: the 16-kernel pool of its Table 2, η = 1, α_a = 1,

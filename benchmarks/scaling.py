@@ -33,7 +33,7 @@ from sweep_floor import (  # noqa: E402
     write_results,
 )
 
-from bayesmkl.inference.kernel import BM3KLConfig, init_state, sweep  # noqa: E402
+from bayesmkl.inference.sampler import BM3KLConfig, init_state, sweep  # noqa: E402
 from bayesmkl.model import Hyper  # noqa: E402
 
 P_SIZES = (800, 2000, 8000)

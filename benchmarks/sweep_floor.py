@@ -199,7 +199,7 @@ def bound_seconds(ops, bw, peak64, peak32):
 
 def time_shape(N, P, C, bw, peak64, peak32, reps, cache_bytes):
     from bayesmkl.inference import conditionals as cond
-    from bayesmkl.inference.kernel import BM3KLConfig, init_state, sweep
+    from bayesmkl.inference.sampler import BM3KLConfig, init_state, sweep
     from bayesmkl.model import Hyper, combine_kernels, decision_values
 
     dtype = np.float32 if P * N * N * 8 > 1.5 * 2**30 else np.float64

@@ -56,7 +56,7 @@ def test_hyper_parameter_defaults_agree_everywhere():
     needs them there), in the NumPyro kernel's and in the CLI (which must not import JAX to build
     its parser); all must carry ``Hyper``'s defaults."""
     from bayesmkl.cli import HYPER_OPTIONS
-    from bayesmkl.inference.kernel import BM3KL
+    from bayesmkl.inference.sampler import BM3KL
     from bayesmkl.model import Hyper
 
     hyper = Hyper()._asdict()

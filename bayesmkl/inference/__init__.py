@@ -1,7 +1,7 @@
 """BM3KL inference: pure conditional samplers, kernel-weight moves and the MCMC kernel."""
 
-from bayesmkl.inference.kernel import BM3KL, BM3KLConfig, BM3KLState, init_state, sweep
 from bayesmkl.inference.moves import MOVES
+from bayesmkl.inference.sampler import BM3KL, BM3KLConfig, BM3KLState, init_state, sweep
 
 __all__ = ["BM3KL", "BM3KLConfig", "BM3KLState", "MOVES", "init_state", "sweep"]
 from bayesmkl.inference.reference import (  # noqa: E402

@@ -1,5 +1,5 @@
 """Configuration and state of the BM3KL chain (pure data; the sweep is in
-:mod:`bayesmkl.inference.kernel`).
+:mod:`bayesmkl.inference.sampler`).
 
 :class:`BM3KLConfig` is the static, hashable configuration (part of the compilation key);
 :class:`BM3KLState` the pytree a sweep maps to the next; :func:`init_state` its initial value

@@ -161,7 +161,7 @@ def run_e_chains(
 ):  # fmt: skip
     """Run ``e0.shape[0]`` independent chains of ``n_iter`` iterations on e | rest.
 
-    One iteration, as in :func:`bayesmkl.inference.kernel.sweep`: r ~ N(0, I) (momentum
+    One iteration, as in :func:`bayesmkl.inference.sampler.sweep`: r ~ N(0, I) (momentum
     refresh), ``move(key, e, r, step_size, pg, n_leapfrog=...)``, then the exact scale refresh
     e ← w·Gamma(Ση, 1) if ``scale_refresh``. ``step_size`` is traced, so runs that differ only
     in ε share one compilation.

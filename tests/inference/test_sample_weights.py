@@ -11,7 +11,7 @@ terms). Checks, each against an independent oracle:
   Monte Carlo moments, the λ draws against scipy by KS;
 * the (T, V) pseudo-observations used by every Gaussian step and w-move reproduce the weighted
   residual (so the collapsed and pairwise moves, written in (T, V), inherit the weights);
-* in whole chains (:class:`~bayesmkl.inference.kernel.BM3KL`): a zero-weight point carries no
+* in whole chains (:class:`~bayesmkl.inference.sampler.BM3KL`): a zero-weight point carries no
   information, so flipping its label leaves every draw unchanged (a missing weight anywhere in
   the sweep would let the label leak in).
 """
@@ -26,7 +26,7 @@ from numpyro.infer.util import log_density
 from scipy import integrate, stats
 
 from bayesmkl.inference import conditionals as cond
-from bayesmkl.inference.kernel import BM3KL
+from bayesmkl.inference.sampler import BM3KL
 from bayesmkl.likelihood import (
     log_augmented_likelihood,
     log_pseudo_likelihood_terms,

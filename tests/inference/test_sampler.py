@@ -38,8 +38,8 @@ import bayesmkl  # noqa: F401  (enables float64)
 from bayesmkl.inference import BM3KL, init_state, run_marginal_nuts, simplex, sweep
 from bayesmkl.inference import collapsed as coll
 from bayesmkl.inference import conditionals as cond
-from bayesmkl.inference.kernel import BM3KLConfig, hyper_arrays
 from bayesmkl.inference.moves import exact_hmc_move
+from bayesmkl.inference.sampler import BM3KLConfig, hyper_arrays
 from bayesmkl.likelihood import log_pseudo_likelihood
 from bayesmkl.model import Hyper, combine_kernels, decision_values, signed_targets
 from bayesmkl.predict import draw_decision_values, draw_probabilities
