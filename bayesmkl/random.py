@@ -6,7 +6,7 @@ must be static) and :func:`jax.vmap`, broadcasts its parameters, and returns an 
 ``sample_shape + broadcast_shape(parameters)`` in float32 or float64.
 
 Parameterisations (those of docs/math.md §0)
--------------------------------------------------------------------
+--------------------------------------------
 
 =============  ======================================  ==========================================
 law            density, x > 0                          scipy.stats equivalent

@@ -1,7 +1,7 @@
 """Base kernel functions in JAX, vectorised over kernel parameters and over single features.
 
 Conventions (docs/math.md §7.2)
------------------------
+-------------------------------
 * Gaussian: ``k(x, z) = exp(-||x - z||^2 / (2 sigma^2))`` with ``sigma`` the *width*
   (SVM-KM / SimpleMKL convention; scikit-learn's ``rbf_kernel`` with ``gamma = 1 / (2 sigma^2)``).
 * Polynomial: ``k(x, z) = (x^T z + offset)^degree`` with ``offset = 1`` by default
