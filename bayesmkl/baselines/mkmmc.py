@@ -35,7 +35,7 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from bayesmkl._params import store_params
+from bayesmkl._params import estimator_init
 from bayesmkl._validation import Interval, check_choice, check_int, check_param, validate_labels
 from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._docstrings import shared_doc
@@ -151,10 +151,8 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
     kernel_names_ : list of str
     """
 
-    def __init__(
-        self,
-        kernels="simplemkl",
-        *,
+    __init__ = estimator_init(
+        "simplemkl",
         n_components=None,
         max_iter=50,
         tol=1e-6,
@@ -164,8 +162,7 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
         n_vertex_starts=10,
         max_time=None,
         kernel_names=None,
-    ):
-        store_params(self, locals())
+    )
 
     @shared_doc
     def fit(self, X, y, sample_weight=None):

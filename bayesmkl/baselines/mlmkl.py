@@ -32,7 +32,7 @@ from scipy.optimize import linprog
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, column_or_1d
 
-from bayesmkl._params import store_params
+from bayesmkl._params import estimator_init
 from bayesmkl._validation import Interval, check_int, check_param, check_positive
 from bayesmkl.baselines._base import MKLClassifierBase
 from bayesmkl.baselines._budget import Budget, check_max_time
@@ -331,10 +331,8 @@ class MLMKLSA(_MLMKLBase):
     {{mlmkl_attributes}}
     """
 
-    def __init__(
-        self,
-        kernels="simplemkl",
-        *,
+    __init__ = estimator_init(
+        "simplemkl",
         C=1.0,
         max_iter=1000,
         min_iter=50,
@@ -348,8 +346,7 @@ class MLMKLSA(_MLMKLBase):
         max_time=None,
         class_weight=None,
         kernel_names=None,
-    ):
-        store_params(self, locals())
+    )
 
     def _validate_params(self) -> None:
         super()._validate_params()
