@@ -81,6 +81,12 @@ class_weight : None, "balanced" or dict, default=None
 SHARED_DOCS["solver_params"] = "\n".join(
     SHARED_DOCS[k] for k in ("svc_tol", "max_time", "class_weight", "kernel_names")
 )
+#: The end of ``_solvers.ITERATIVE_PARAMS`` (``max_iter`` and the solver options), documented once
+#: for the estimators that take it as it is.
+SHARED_DOCS["iterative_tail"] = (
+    "max_iter : int, default=500\n    Maximal number of weight updates.\n"
+    + SHARED_DOCS["solver_params"]
+)
 
 
 #: Decorator: replace each ``{{name}}`` line of a docstring by ``SHARED_DOCS[name]``.

@@ -39,9 +39,7 @@ def solve_lp_mkl(
 
     Parameters
     ----------
-    K : ndarray (P, N, N)
-    Y : ndarray (C, N)
-    opts : SolverOptions
+    K, Y, opts
         As in :func:`._solvers.alternating_mkl` (``tol`` on the relative objective change).
     p : float
         ``p ≥ 1`` or ``np.inf``.

@@ -61,9 +61,7 @@ class SGMKL(IterativeMKLClassifier):
     {{C}}
     tol : float, default=1e-3
         Relative duality gap at which to stop.
-    max_iter : int, default=500
-        Maximal number of weight updates.
-    {{solver_params}}
+    {{iterative_tail}}
 
     Attributes
     ----------

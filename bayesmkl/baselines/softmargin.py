@@ -62,9 +62,7 @@ def solve_sm1(
 
     Parameters
     ----------
-    K : ndarray (P, N, N)
-    Y : ndarray (C, N)
-    opts : SolverOptions
+    K, Y, opts
         As in :func:`._solvers.alternating_mkl` (``tol`` on the relative duality gap).
     theta : float
         Cap ``θ ≥ 1/P`` (``inf`` allowed).
@@ -207,9 +205,7 @@ class SoftMarginMKL(IterativeMKLClassifier):
     {{C}}
     tol : float, default=1e-3
         Relative duality gap at which to stop (relative objective change for ``loss="square"``).
-    max_iter : int, default=500
-        Maximal number of weight updates.
-    {{solver_params}}
+    {{iterative_tail}}
 
     Attributes
     ----------
