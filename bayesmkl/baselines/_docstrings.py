@@ -70,6 +70,13 @@ SHARED_DOCS["fit_X_y"] = """\
 X : array (N, d), or (P, N, N) with ``kernels="precomputed"``
 y : array (N,)
     Class labels (at least two classes)."""
+#: ``fit``'s parameters for an estimator that refuses sample weights (its Raises section says why).
+SHARED_DOCS["fit_X_y_unweighted"] = (
+    SHARED_DOCS["fit_X_y"]
+    + """
+sample_weight : None
+    Not supported: raises ``NotImplementedError`` (see below)."""
+)
 
 #: Runs of entries that stand together.
 SHARED_DOCS["fit_params"] = SHARED_DOCS["class_weight"] + "\n" + SHARED_DOCS["kernel_names"]

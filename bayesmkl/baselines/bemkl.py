@@ -123,9 +123,7 @@ class BEMKL(MKLClassifierBase):
 
         Parameters
         ----------
-        {{fit_X_y}}
-        sample_weight : None
-            Not supported: raises ``NotImplementedError`` (see below).
+        {{fit_X_y_unweighted}}
 
         Returns
         -------

@@ -170,16 +170,19 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        {{fit_X_y}}
-        sample_weight : None
-            Not supported: any value raises ``NotImplementedError``. MKMMC has no per-point
-            loss to weight: its criterion is a pairwise graph over the training points, whose
-            kernel columns are also the embedding's coordinates, and 1-NN prediction has no
-            weighted form equal to repeating a row.
+        {{fit_X_y_unweighted}}
 
         Returns
         -------
         self
+
+        Raises
+        ------
+        NotImplementedError
+            For any ``sample_weight``. MKMMC has no per-point loss to weight: its criterion is a
+            pairwise graph over the training points, whose kernel columns are also the
+            embedding's coordinates, and 1-NN prediction has no weighted form equal to repeating
+            a row.
         """
         if sample_weight is not None:
             raise NotImplementedError(
