@@ -21,11 +21,10 @@ from sklearn.utils.validation import (
 )
 
 from bayesmkl._checks import check_label_types
+from bayesmkl._validation import Interval, Options, check_param, validate_labels
 from bayesmkl._validation import check_choice as _choice
 from bayesmkl._validation import check_int as _integer
 from bayesmkl._validation import check_positive as _positive
-from bayesmkl._validation import is_int as _is_int
-from bayesmkl._validation import validate_labels
 from bayesmkl._weights import check_class_weight
 from bayesmkl.inference.moves import MOVES
 from bayesmkl.kernels.input import NAMED_POOLS, KernelInput
@@ -53,6 +52,11 @@ MAX_MONITORED_POINTS = 500
 #: NumPyro extra fields collected during sampling (become ``sample_stats_``).
 EXTRA_FIELDS = ("accept_prob", "diverging", "step_size", "potential_energy")
 _CHAIN_METHODS = ("sequential", "parallel", "vectorized")
+#: Constraints (:mod:`bayesmkl._validation`) of the parameters that are not a plain choice.
+_CALIBRATION = [Options("cv"), None, Interval("int", 2, None, closed="left")]
+_RHAT_TARGET = [
+    Interval("real", 1, None, closed="neither", allow_inf=True, description="a number > 1")
+]
 
 
 def enable_compilation_cache(cache_dir=None, *, min_compile_time_secs: float = 1.0):
@@ -146,10 +150,7 @@ def validate_params(est) -> None:
     _choice("chain_method", est.chain_method, _CHAIN_METHODS)
     _choice("binary_mode", est.binary_mode, ("single", "ova"))
     _choice("decision", est.decision, ("proba", "mean_f"))
-    if not (est.calibration in ("cv", None) or _is_int(est.calibration, 2)):
-        raise ValueError(
-            f"calibration must be 'cv', None or an integer >= 2; got {est.calibration!r}"
-        )
+    check_param("calibration", est.calibration, _CALIBRATION)
     if est.kernel_dtype is not None:
         _choice("kernel_dtype", str(np.dtype(est.kernel_dtype)), ("float64", "float32"))
     eta = np.asarray(est.eta, dtype=float)
@@ -162,8 +163,7 @@ def validate_params(est) -> None:
     _integer("num_warmup", est.num_warmup, 0)
     if est.num_samples != "auto":
         _integer("num_samples", est.num_samples, 1)
-    if not (isinstance(est.rhat_target, numbers.Real) and est.rhat_target > 1):
-        raise ValueError(f"rhat_target must be a number > 1; got {est.rhat_target!r}")
+    check_param("rhat_target", est.rhat_target, _RHAT_TARGET)
     _positive("ess_target", est.ess_target)
     _integer("max_samples", est.max_samples, 1)
     if est.max_time is not None:

@@ -268,17 +268,12 @@ def _add_sampler_args(p, *, chains_default: int, max_time_default=None) -> None:
     )
     g.add_argument("--step-size", type=float, default=0.01, help="ε (default 0.01)")
     g.add_argument("--n-leapfrog", type=int, default=10, help="L (default 10)")
-    g.add_argument(
-        "--binary-mode",
-        choices=("single", "ova"),
-        default="single",
-        help="two classes: one classifier or one-vs-all (default single)",
-    )
-    g.add_argument(
+    _add_choice(g, "--binary-mode", ("single", "ova"), "two classes: one classifier or one-vs-all")
+    _add_choice(
+        g,
         "--kernel-dtype",
-        choices=("float64", "float32"),
-        default="float64",
-        help="storage of the kernels; float32 halves their memory (default float64)",
+        ("float64", "float32"),
+        "storage of the kernels; float32 halves their memory",
     )
     g.add_argument(
         "--raw-proba",
@@ -287,6 +282,13 @@ def _add_sampler_args(p, *, chains_default: int, max_time_default=None) -> None:
         "(calibration=None: no cross-fitting refits)",
     )
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def _add_choice(parser, flag: str, choices: tuple, text: str) -> None:
+    """Add ``flag`` taking one of ``choices``; the first is the default, named in the help."""
+    parser.add_argument(
+        flag, choices=choices, default=choices[0], help=f"{text} (default {choices[0]})"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -325,12 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
         "save the model, figures included, into --out.",
     )
     p.add_argument("data", metavar="DATA.csv")
-    p.add_argument(
-        "--pool",
-        choices=("bsvm16", "simplemkl"),
-        default="bsvm16",
-        help="kernel pool (default bsvm16)",
-    )
+    _add_choice(p, "--pool", ("bsvm16", "simplemkl"), "kernel pool")
     p.add_argument(
         "--test-size",
         type=float,

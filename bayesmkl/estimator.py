@@ -32,7 +32,7 @@ from bayesmkl._fitting import (
     validate_fit_input,
     validate_params,
 )
-from bayesmkl._params import store_params
+from bayesmkl._params import estimator_init
 from bayesmkl._posterior import PosteriorMixin
 from bayesmkl._weights import effective_sample_weight
 from bayesmkl._x64 import with_x64
@@ -40,7 +40,7 @@ from bayesmkl.inference import resume as _resume
 from bayesmkl.inference.chains import resolve_chain_method
 from bayesmkl.inference.runlength import judge, sample_until_converged
 from bayesmkl.inference.sampler import BM3KL
-from bayesmkl.model import signed_targets
+from bayesmkl.model import Hyper, signed_targets
 
 __all__ = ["BM3KLClassifier", "EXTRA_FIELDS", "enable_compilation_cache", "make_rng_key"]
 
@@ -222,16 +222,9 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
     (5, 2)
     """
 
-    def __init__(
-        self,
-        kernels="bsvm16",
-        *,
-        eta=1.0,
-        alpha_a=1.0,
-        beta_a=0.1,
-        kappa=1e-10,
-        bias_prior_var=1e-4,
-        gamma0=100.0,
+    __init__ = estimator_init(
+        "bsvm16",
+        **Hyper()._asdict(),
         sampler="collapsed",
         step_size=0.01,
         n_leapfrog=10,
@@ -252,8 +245,7 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         class_weight=None,
         kernel_names=None,
         warm_start=False,
-    ):
-        store_params(self, locals())
+    )
 
     # ------------------------------------------------------------------------------------
     # validation

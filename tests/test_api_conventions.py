@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 
+import numpy as np
 import pytest
 from sklearn.base import BaseEstimator, clone
 
@@ -74,3 +75,16 @@ def test_docstrings_have_no_unfilled_placeholders(cls):
     assert "Parameters" in cls.__doc__ and "kernels" in cls.__doc__
     for where, doc in docs.items():
         assert "{{" not in (doc or ""), f"{cls.__name__}.{where}"
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
+def test_bad_parameter_is_refused_in_the_shared_wording(cls):
+    """Every estimator checks its parameters with :mod:`bayesmkl._validation`, whose
+    :func:`~bayesmkl._validation.check_param` words every refusal ``"<name> must be ...; got
+    <value>"``: a negative ``max_time`` (or ``C`` where there is no budget) is refused so at fit."""
+    names = [p.name for p in _params(cls)]
+    name = "max_time" if "max_time" in names else "C"
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(20, 3)), np.arange(20) % 2
+    with pytest.raises(ValueError, match=rf"^{name} must be [^;]+; got -1$"):
+        cls(**{name: -1}).fit(X, y)

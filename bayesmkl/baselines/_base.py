@@ -29,7 +29,22 @@ from bayesmkl._x64 import with_x64
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.kernels.input import KernelInput
 
-__all__ = ["MKLClassifierBase", "signed_targets", "validate_labels"]
+__all__ = ["MKLClassifierBase", "fit_kernel_input", "signed_targets", "validate_labels"]
+
+
+def fit_kernel_input(estimator, X) -> np.ndarray:
+    """Fit ``estimator.kernels`` on the training input ``X``; the training kernels ``(P, N, N)``.
+
+    Sets ``kernel_input_`` (what builds the test kernels), ``kernel_names_`` and, for feature
+    input (a pool rather than ``kernels="precomputed"``), ``n_features_in_``.
+    """
+    estimator.kernel_input_, K = KernelInput.fit(
+        estimator.kernels, X, kernel_names=getattr(estimator, "kernel_names", None)
+    )
+    if estimator.kernel_input_.pool is not None:
+        estimator.n_features_in_ = int(np.asarray(X).shape[1])
+    estimator.kernel_names_ = list(estimator.kernel_input_.names)
+    return np.asarray(K, dtype=np.float64)
 
 
 class MKLClassifierBase(ClassifierMixin, BaseEstimator):
@@ -58,16 +73,11 @@ class MKLClassifierBase(ClassifierMixin, BaseEstimator):
         -------
         self
         """
-        self.kernel_input_, K = KernelInput.fit(
-            self.kernels, X, kernel_names=getattr(self, "kernel_names", None)
-        )
+        K = fit_kernel_input(self, X)
         self.classes_, codes = validate_labels(y, K.shape[1])
-        if self.kernel_input_.pool is not None:
-            self.n_features_in_ = int(np.asarray(X).shape[1])
-        self.kernel_names_ = list(self.kernel_input_.names)
         sw = effective_sample_weight(y, sample_weight, getattr(self, "class_weight", None))
         Y = signed_targets(codes, len(self.classes_))
-        self._fit_kernels(np.asarray(K, dtype=np.float64), Y, sw)
+        self._fit_kernels(K, Y, sw)
         return self
 
     def _fit_kernels(self, K, Y, sample_weight=None) -> None:  # pragma: no cover

@@ -70,6 +70,13 @@ SHARED_DOCS["fit_X_y"] = """\
 X : array (N, d), or (P, N, N) with ``kernels="precomputed"``
 y : array (N,)
     Class labels (at least two classes)."""
+#: ``fit``'s parameters for an estimator that refuses sample weights (its Raises section says why).
+SHARED_DOCS["fit_X_y_unweighted"] = (
+    SHARED_DOCS["fit_X_y"]
+    + """
+sample_weight : None
+    Not supported: raises ``NotImplementedError`` (see below)."""
+)
 
 #: Runs of entries that stand together.
 SHARED_DOCS["fit_params"] = SHARED_DOCS["class_weight"] + "\n" + SHARED_DOCS["kernel_names"]
@@ -80,6 +87,12 @@ class_weight : None, "balanced" or dict, default=None
 """ + SHARED_DOCS["kernel_names"]
 SHARED_DOCS["solver_params"] = "\n".join(
     SHARED_DOCS[k] for k in ("svc_tol", "max_time", "class_weight", "kernel_names")
+)
+#: The end of ``_solvers.ITERATIVE_PARAMS`` (``max_iter`` and the solver options), documented once
+#: for the estimators that take it as it is.
+SHARED_DOCS["iterative_tail"] = (
+    "max_iter : int, default=500\n    Maximal number of weight updates.\n"
+    + SHARED_DOCS["solver_params"]
 )
 
 

@@ -28,13 +28,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bayesmkl._params import store_params
+from bayesmkl._params import estimator_init
 from bayesmkl._validation import MAX_TIME, Interval, validate_params
 from bayesmkl.baselines._base import MKLClassifierBase
 from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._svm import combine, fit_svc, kernel_quadratics
 
 __all__ = [
+    "ITERATIVE_PARAMS",
+    "SVM_OPTIONS",
     "IterativeMKLClassifier",
     "MKLFit",
     "SolverOptions",
@@ -275,11 +277,19 @@ def alternating_mkl(
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
 
+#: The parameters that end every SVM-based iterative estimator's signature: the SVC tolerance,
+#: the wall-clock budget, class weights and kernel names (defaults; see ``_docstrings.py``).
+SVM_OPTIONS = {"svc_tol": 1e-6, "max_time": None, "class_weight": None, "kernel_names": None}
+
+#: :class:`IterativeMKLClassifier`'s parameters after ``kernels``; a subclass puts its own first.
+ITERATIVE_PARAMS = {"C": 1.0, "tol": 1e-3, "max_iter": 500, **SVM_OPTIONS}
+
 
 class IterativeMKLClassifier(MKLClassifierBase):
     """Base of the MKL estimators that alternate SVM solves and weight updates.
 
-    Subclasses with more parameters define ``__init__`` with those and pass these on.
+    Subclasses with more parameters build their ``__init__`` from those and
+    :data:`ITERATIVE_PARAMS` (or :data:`SVM_OPTIONS`) with :func:`bayesmkl._params.estimator_init`.
     """
 
     #: Constraints of the shared parameters (see :mod:`bayesmkl._validation`), checked in order.
@@ -291,19 +301,7 @@ class IterativeMKLClassifier(MKLClassifierBase):
         "max_time": MAX_TIME,
     }
 
-    def __init__(
-        self,
-        kernels="simplemkl",
-        *,
-        C=1.0,
-        tol=1e-3,
-        max_iter=500,
-        svc_tol=1e-6,
-        max_time=None,
-        class_weight=None,
-        kernel_names=None,
-    ):
-        store_params(self, locals())
+    __init__ = estimator_init("simplemkl", **ITERATIVE_PARAMS)
 
     def _solver_options(self, sample_weight=None) -> SolverOptions:
         """The checked ``C, tol, max_iter, svc_tol, max_time`` with ``sample_weight``."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
-from bayesmkl._params import store_params
+from bayesmkl._params import estimator_init
 from bayesmkl._validation import check_int, check_positive
 from bayesmkl.baselines._base import MKLClassifierBase
 from bayesmkl.baselines._docstrings import shared_doc
@@ -48,10 +48,9 @@ class AverageMKL(MKLClassifierBase):
     classes_ : ndarray
     """
 
-    def __init__(
-        self, kernels="simplemkl", *, C=1.0, svc_tol=1e-6, class_weight=None, kernel_names=None
-    ):
-        store_params(self, locals())
+    __init__ = estimator_init(
+        "simplemkl", C=1.0, svc_tol=1e-6, class_weight=None, kernel_names=None
+    )
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         C = check_positive("C", self.C)
@@ -118,18 +117,9 @@ class BestSingleKernelSVM(MKLClassifierBase):
     classes_ : ndarray
     """
 
-    def __init__(
-        self,
-        kernels="simplemkl",
-        *,
-        C=1.0,
-        cv=5,
-        svc_tol=1e-6,
-        random_state=0,
-        class_weight=None,
-        kernel_names=None,
-    ):
-        store_params(self, locals())
+    __init__ = estimator_init(
+        "simplemkl", C=1.0, cv=5, svc_tol=1e-6, random_state=0, class_weight=None, kernel_names=None
+    )
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         C = check_positive("C", self.C)

@@ -11,7 +11,7 @@ from scipy.special import expit, log_ndtr
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from bayesmkl._params import store_params
+from bayesmkl._params import estimator_init
 from bayesmkl._validation import check_int, check_positive
 from bayesmkl.baselines._base import MKLClassifierBase
 from bayesmkl.baselines._bemkl_vb import _VB, _Prior, elbo, truncated_normal_moments
@@ -80,10 +80,8 @@ class BEMKL(MKLClassifierBase):
     kernel_names_ : list of str
     """
 
-    def __init__(
-        self,
-        kernels="simplemkl",
-        *,
+    __init__ = estimator_init(
+        "simplemkl",
         sparse=False,
         n_iter=200,
         sigma_g=0.1,
@@ -97,8 +95,7 @@ class BEMKL(MKLClassifierBase):
         random_state=None,
         max_time=None,
         kernel_names=None,
-    ):
-        store_params(self, locals())
+    )
 
     def _prior(self) -> _Prior:
         a_om = self.alpha_omega
@@ -126,9 +123,7 @@ class BEMKL(MKLClassifierBase):
 
         Parameters
         ----------
-        {{fit_X_y}}
-        sample_weight : None
-            Not supported: raises ``NotImplementedError`` (see below).
+        {{fit_X_y_unweighted}}
 
         Returns
         -------

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from bayesmkl._params import store_params
+from bayesmkl._params import estimator_init
 from bayesmkl._validation import Interval, check_param
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._simplex import lp_min_ratio, lp_support
 from bayesmkl.baselines._solvers import (
+    SVM_OPTIONS,
     IterativeMKLClassifier,
     MKLFit,
     SolverOptions,
@@ -38,9 +39,7 @@ def solve_lp_mkl(
 
     Parameters
     ----------
-    K : ndarray (P, N, N)
-    Y : ndarray (C, N)
-    opts : SolverOptions
+    K, Y, opts
         As in :func:`._solvers.alternating_mkl` (``tol`` on the relative objective change).
     p : float
         ``p ≥ 1`` or ``np.inf``.
@@ -114,20 +113,7 @@ class LpMKL(IterativeMKLClassifier):
     classes_ : ndarray
     """
 
-    def __init__(
-        self,
-        kernels="simplemkl",
-        *,
-        p=2.0,
-        C=1.0,
-        tol=1e-5,
-        max_iter=1000,
-        svc_tol=1e-6,
-        max_time=None,
-        class_weight=None,
-        kernel_names=None,
-    ):
-        store_params(self, locals())
+    __init__ = estimator_init("simplemkl", p=2.0, C=1.0, tol=1e-5, max_iter=1000, **SVM_OPTIONS)
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         p = check_p(self.p)

@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import betaln, logsumexp
 
-from bayesmkl._params import store_params
+from bayesmkl._params import estimator_init
 from bayesmkl._validation import MAX_TIME, Interval, Options, validate_params
 from bayesmkl._x64 import with_x64
 from bayesmkl.baselines._base import MKLClassifierBase
@@ -52,7 +52,7 @@ from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.inference.conditionals import ab_mean_lambda_form, per_kernel_decisions
 from bayesmkl.likelihood import log_pseudo_likelihood
-from bayesmkl.model import signed_targets
+from bayesmkl.model import Hyper, signed_targets
 
 ZETA_FLOOR = 1e-8
 _ab_mean = jax.jit(ab_mean_lambda_form)
@@ -154,16 +154,9 @@ class BM3KLMAP(MKLClassifierBase):
     n_iter_ : int
     """
 
-    def __init__(
-        self,
-        kernels="bsvm16",
-        *,
-        eta=1.0,
-        alpha_a=1.0,
-        beta_a=0.1,
-        kappa=1e-10,
-        bias_prior_var=1e-4,
-        gamma0=100.0,
+    __init__ = estimator_init(
+        "bsvm16",
+        **Hyper()._asdict(),
         binary_mode="single",
         max_iter=200,
         tol=1e-7,
@@ -171,8 +164,7 @@ class BM3KLMAP(MKLClassifierBase):
         max_time=None,
         class_weight=None,
         kernel_names=None,
-    ):
-        store_params(self, locals())
+    )
 
     def fit(self, X, y, sample_weight=None):
         """Compute the MAP estimate; ``sample_weight (N,)`` weights the likelihood terms."""

@@ -35,13 +35,13 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from bayesmkl._params import store_params
+from bayesmkl._params import estimator_init
 from bayesmkl._validation import Interval, check_choice, check_int, check_param, validate_labels
+from bayesmkl.baselines._base import fit_kernel_input
 from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._simplex_qp import maximize_quadratic_on_simplex
 from bayesmkl.baselines._svm import combine
-from bayesmkl.kernels.input import KernelInput
 
 __all__ = [
     "MKMMC",
@@ -151,10 +151,8 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
     kernel_names_ : list of str
     """
 
-    def __init__(
-        self,
-        kernels="simplemkl",
-        *,
+    __init__ = estimator_init(
+        "simplemkl",
         n_components=None,
         max_iter=50,
         tol=1e-6,
@@ -164,8 +162,7 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
         n_vertex_starts=10,
         max_time=None,
         kernel_names=None,
-    ):
-        store_params(self, locals())
+    )
 
     @shared_doc
     def fit(self, X, y, sample_weight=None):
@@ -173,16 +170,19 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        {{fit_X_y}}
-        sample_weight : None
-            Not supported: any value raises ``NotImplementedError``. MKMMC has no per-point
-            loss to weight: its criterion is a pairwise graph over the training points, whose
-            kernel columns are also the embedding's coordinates, and 1-NN prediction has no
-            weighted form equal to repeating a row.
+        {{fit_X_y_unweighted}}
 
         Returns
         -------
         self
+
+        Raises
+        ------
+        NotImplementedError
+            For any ``sample_weight``. MKMMC has no per-point loss to weight: its criterion is a
+            pairwise graph over the training points, whose kernel columns are also the
+            embedding's coordinates, and 1-NN prediction has no weighted form equal to repeating
+            a row.
         """
         if sample_weight is not None:
             raise NotImplementedError(
@@ -193,13 +193,9 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
         check_int("max_iter", self.max_iter)
         nv = check_param("n_vertex_starts", self.n_vertex_starts, [None, Interval("int", 0, None)])
         budget = Budget("MKMMC", self.max_iter, self.max_time, unit="alternations")
-        self.kernel_input_, K = KernelInput.fit(self.kernels, X, kernel_names=self.kernel_names)
-        K = np.asarray(K, dtype=np.float64)
+        K = fit_kernel_input(self, X)
         P, N, _ = K.shape
         self.classes_, codes = validate_labels(y, N)
-        if self.kernel_input_.pool is not None:
-            self.n_features_in_ = int(np.asarray(X).shape[1])
-        self.kernel_names_ = list(self.kernel_input_.names)
         m = len(self.classes_) - 1 if self.n_components is None else self.n_components
         check_param(
             "n_components", m, [Interval("int", 1, N, description=f"an integer in [1, N={N}]")]

@@ -32,9 +32,9 @@ from scipy.optimize import linprog
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, column_or_1d
 
-from bayesmkl._params import store_params
+from bayesmkl._params import estimator_init
 from bayesmkl._validation import Interval, check_int, check_param, check_positive
-from bayesmkl.baselines._base import MKLClassifierBase
+from bayesmkl.baselines._base import MKLClassifierBase, fit_kernel_input
 from bayesmkl.baselines._budget import Budget, check_max_time
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._solvers import (
@@ -42,7 +42,6 @@ from bayesmkl.baselines._solvers import (
 )
 from bayesmkl.baselines._svm import combine, fit_svc, kernel_quadratics
 from bayesmkl.baselines.simplemkl import solve_simplemkl
-from bayesmkl.kernels.input import KernelInput
 
 __all__ = ["MLMKLSum", "MLMKLSA", "class_objectives", "minimax_lower_bound"]
 
@@ -154,7 +153,7 @@ class _MLMKLBase(MKLClassifierBase):
             return super().fit(X, y, sample_weight)
         if y_arr.ndim != 2:
             raise ValueError(f"y must be 1-D labels or a 2-D indicator matrix; got {y_arr.shape}")
-        self.kernel_input_, K = KernelInput.fit(self.kernels, X, kernel_names=self.kernel_names)
+        K = fit_kernel_input(self, X)
         if y_arr.shape[0] != K.shape[1]:
             raise ValueError(
                 f"X and y have different lengths: {K.shape[1]} samples in X, "
@@ -179,13 +178,10 @@ class _MLMKLBase(MKLClassifierBase):
                 f"label columns {bad.tolist()} are constant (all 0 or all 1); every label needs "
                 "positive and negative examples"
             )
-        if self.kernel_input_.pool is not None:
-            self.n_features_in_ = int(np.asarray(X).shape[1])
-        self.kernel_names_ = list(self.kernel_input_.names)
         self.multilabel_ = True
         self.classes_ = np.arange(y_arr.shape[1])
         Y = np.where(y_arr.T == 1, 1.0, -1.0)
-        self._fit_kernels(np.asarray(K, dtype=np.float64), Y, sw)
+        self._fit_kernels(K, Y, sw)
         return self
 
     def _final_svms(self, K: np.ndarray, Y: np.ndarray, p: np.ndarray, sw=None) -> None:
@@ -331,10 +327,8 @@ class MLMKLSA(_MLMKLBase):
     {{mlmkl_attributes}}
     """
 
-    def __init__(
-        self,
-        kernels="simplemkl",
-        *,
+    __init__ = estimator_init(
+        "simplemkl",
         C=1.0,
         max_iter=1000,
         min_iter=50,
@@ -348,8 +342,7 @@ class MLMKLSA(_MLMKLBase):
         max_time=None,
         class_weight=None,
         kernel_names=None,
-    ):
-        store_params(self, locals())
+    )
 
     def _validate_params(self) -> None:
         super()._validate_params()

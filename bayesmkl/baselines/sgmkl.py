@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from bayesmkl._params import store_params
+from bayesmkl._params import estimator_init
 from bayesmkl._validation import Interval, check_param
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._simplex import elastic_net_min_ratio, elastic_net_support
-from bayesmkl.baselines._solvers import IterativeMKLClassifier, alternating_mkl
+from bayesmkl.baselines._solvers import (
+    ITERATIVE_PARAMS,
+    IterativeMKLClassifier,
+    alternating_mkl,
+)
 
 
 def check_v(v) -> float:
@@ -57,9 +61,7 @@ class SGMKL(IterativeMKLClassifier):
     {{C}}
     tol : float, default=1e-3
         Relative duality gap at which to stop.
-    max_iter : int, default=500
-        Maximal number of weight updates.
-    {{solver_params}}
+    {{iterative_tail}}
 
     Attributes
     ----------
@@ -72,20 +74,7 @@ class SGMKL(IterativeMKLClassifier):
     {{gap_attributes}}
     """
 
-    def __init__(
-        self,
-        kernels="simplemkl",
-        *,
-        v=0.5,
-        C=1.0,
-        tol=1e-3,
-        max_iter=500,
-        svc_tol=1e-6,
-        max_time=None,
-        class_weight=None,
-        kernel_names=None,
-    ):
-        store_params(self, locals())
+    __init__ = estimator_init("simplemkl", v=0.5, **ITERATIVE_PARAMS)
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         v = check_v(self.v)

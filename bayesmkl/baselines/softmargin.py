@@ -28,7 +28,7 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from bayesmkl._params import store_params
+from bayesmkl._params import estimator_init
 from bayesmkl._validation import check_choice, check_positive
 from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._docstrings import shared_doc
@@ -39,6 +39,7 @@ from bayesmkl.baselines._simplex import (
     simplex_ridge_support,
 )
 from bayesmkl.baselines._solvers import (
+    ITERATIVE_PARAMS,
     IterativeMKLClassifier,
     MKLFit,
     SolverOptions,
@@ -61,9 +62,7 @@ def solve_sm1(
 
     Parameters
     ----------
-    K : ndarray (P, N, N)
-    Y : ndarray (C, N)
-    opts : SolverOptions
+    K, Y, opts
         As in :func:`._solvers.alternating_mkl` (``tol`` on the relative duality gap).
     theta : float
         Cap ``θ ≥ 1/P`` (``inf`` allowed).
@@ -206,9 +205,7 @@ class SoftMarginMKL(IterativeMKLClassifier):
     {{C}}
     tol : float, default=1e-3
         Relative duality gap at which to stop (relative objective change for ``loss="square"``).
-    max_iter : int, default=500
-        Maximal number of weight updates.
-    {{solver_params}}
+    {{iterative_tail}}
 
     Attributes
     ----------
@@ -221,21 +218,7 @@ class SoftMarginMKL(IterativeMKLClassifier):
     {{gap_attributes}}
     """
 
-    def __init__(
-        self,
-        kernels="simplemkl",
-        *,
-        loss="hinge",
-        theta=1.0,
-        C=1.0,
-        tol=1e-3,
-        max_iter=500,
-        svc_tol=1e-6,
-        max_time=None,
-        class_weight=None,
-        kernel_names=None,
-    ):
-        store_params(self, locals())
+    __init__ = estimator_init("simplemkl", loss="hinge", theta=1.0, **ITERATIVE_PARAMS)
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         check_choice("loss", self.loss, LOSSES)
