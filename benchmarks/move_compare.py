@@ -36,7 +36,6 @@ CONFIGS = {
     "gibbs": {"move": "gibbs"},
     "collapsed + nu collapsed": {"move": "collapsed", "n_active": 64, "nu_update": "collapsed"},
     "gibbs + nu collapsed": {"move": "gibbs", "nu_update": "collapsed"},
-    "collapsed + nu, lam collapsed": {"move": "collapsed", "nu_update": "collapsed_lam"},
     "collapsed (n_active=N) + nu collapsed": {
         "move": "collapsed", "n_active": 10**9, "nu_update": "collapsed",
     },  # fmt: skip

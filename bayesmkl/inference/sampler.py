@@ -12,8 +12,7 @@ One sweep, in the paper's order (docs/math.md §5):
    out and they must be drawn given the new w before anything else conditions on them;
 4. ν | a, ς and ς | ν — or, with ``nu_update="collapsed"``, the collapsed TPBN block of
    :mod:`bayesmkl.inference.tpbn` (each ν_ci | w, λ, ν_{-ci} with a, b, ς integrated out, then
-   ς | ν and (a, b) | w, λ, ν); ``"collapsed_lam"`` also redraws each λ_ci right after ν_ci
-   with a, b integrated out.
+   ς | ν and (a, b) | w, λ, ν).
 
 The whole sweep is one jitted function of ``(state, K, delta)``; it is compiled once per data
 shape and configuration. The kernels ``K: (P, N, N)`` and targets ``delta: (C, N)`` are the
@@ -140,11 +139,10 @@ def sweep(
         lam = cond.sample_lam(k_lam, f, delta, h.gamma0, weight)
         a, b = cond.sample_ab(k_ab, Kw, delta, lam, z["nu"], tau, weight)
     # (4) TPBN
-    if config.nu_update != "gibbs":  # conditions on (w, λ) only; ends with (a, b) | w, λ, ν
-        nu, varsigma, a, b, lam = tpbn.collapsed_nu_step(
-            k_nu, Kw, delta, lam, z["nu"], h, config.nu_max, weight,
-            update_lam=config.nu_update == "collapsed_lam",
-        )  # fmt: skip
+    if config.nu_update == "collapsed":  # conditions on (w, λ) only; ends with (a, b) | w, λ, ν
+        nu, varsigma, a, b = tpbn.collapsed_nu_step(
+            k_nu, Kw, delta, lam, z["nu"], h, config.nu_max, weight
+        )
     else:
         nu = cond.sample_nu(k_nu, a, z["varsigma"], h.alpha_a, config.hyper.alpha_a == 1.0)
         varsigma = cond.sample_varsigma(k_vs, nu, h.alpha_a, h.beta_a, h.kappa)

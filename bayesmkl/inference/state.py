@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 SITES = ("e", "a", "b", "lam", "nu", "varsigma")
-NU_UPDATES = ("gibbs", "collapsed", "collapsed_lam")
+NU_UPDATES = ("gibbs", "collapsed")
 
 
 class BM3KLConfig(NamedTuple):
@@ -77,11 +77,10 @@ class BM3KLConfig(NamedTuple):
     nu_update : str
         ``"gibbs"`` (default): ν | a, ς then ς | ν (docs/math.md §3.3). ``"collapsed"``: the exact
         collapsed block of :mod:`bayesmkl.inference.tpbn` (one O(N³) sweep over all points per
-        class, plus one more (a, b) draw). ``"collapsed_lam"``: the same block with each λ_ci
-        redrawn right after ν_ci, also with a, b integrated out.
+        class, plus one more (a, b) draw).
     nu_max : float
-        Upper bound of ν under the collapsed ``nu_update`` values (a truncation of the TPB
-        prior that keeps Σ factorisable; :mod:`bayesmkl.inference.tpbn`).
+        Upper bound of ν under ``nu_update="collapsed"`` (a truncation of the TPB prior that
+        keeps Σ factorisable; :mod:`bayesmkl.inference.tpbn`).
     """
 
     hyper: Hyper = Hyper()

@@ -66,15 +66,11 @@ import jax
 import jax.numpy as jnp
 
 from bayesmkl.inference import conditionals as cond
-from bayesmkl.inference.simplex import truncated_normal
-from bayesmkl.likelihood import pseudo_observations, s_of
-from bayesmkl.random import inverse_gaussian
+from bayesmkl.likelihood import pseudo_observations
 
 __all__ = [
-    "collapsed_lam",
     "collapsed_nu_step",
     "log_nu_conditional",
-    "loo_f",
     "loo_qr",
     "nu_scan",
     "scaled_inverse",
@@ -92,10 +88,6 @@ SLICE_WIDTH = 2.0
 SLICE_MAX_STEPS = 64
 #: Most shrinkage steps of one slice update (each halves the bracket or better on average).
 SLICE_MAX_SHRINK = 200
-#: Sample weights below this skip the collapsed λ update (their V = λ/ϖ² is so large that the
-#: predictive variance of f_i, 1/(Σ⁻¹)_ii − V_i, would be lost to cancellation); their λ is
-#: then left to the sweep's plain λ | f draw. The choice depends on ϖ only, not on the state.
-LAM_MIN_WEIGHT = 1e-2
 
 
 def log_nu_conditional(theta, q, r, alpha, beta, kappa):
@@ -148,36 +140,6 @@ def slice_stepping_out(
     return out[3]
 
 
-def collapsed_lam(key, m, v, delta, weight, gamma0):
-    """Draw λ_i given the Gaussian predictive N(m, v) of f_i with a, b integrated out.
-
-    The augmented factor of point i is e^{−γ0 λ} N(T(λ); f_i, V(λ)) (:mod:`bayesmkl.likelihood`)
-    and f_i | T_{−i} ~ N(m, v), so (f_i, λ_i) | T_{−i} is drawn by composition: first
-    f_i ∝ N(f; m, v) · L'(y_i | f) — with g = δf and ζ = 1 − g, L' is e^{c₁(g − 1)} for g < 1 and
-    e^{−c₂(g − 1)} for g > 1 (c₁ = ϖ(s + 1), c₂ = ϖ(s − 1)), so g is a two-component mixture of
-    normals truncated to (−∞, 1) and (1, ∞) with means μ + c₁v and μ − c₂v (μ = δm) — then
-    λ_i | f_i from :func:`bayesmkl.inference.conditionals.sample_lam`'s IG law. Scalars in,
-    scalar out; ``weight`` is ϖ_i (1.0 unweighted), ``gamma0`` may be 0 (s = 1).
-    """
-    k_c, k_l, k_r, k_lam = jax.random.split(key, 4)
-    s = s_of(gamma0)
-    mu, sd = delta * m, jnp.sqrt(v)
-    c1, c2 = weight * (s + 1.0), weight * (s - 1.0)
-    mu1, mu2 = mu + c1 * v, mu - c2 * v
-    log_w1 = c1 * (mu - 1.0) + 0.5 * c1**2 * v + jax.scipy.special.log_ndtr((1.0 - mu1) / sd)
-    log_w2 = -c2 * (mu - 1.0) + 0.5 * c2**2 * v + jax.scipy.special.log_ndtr((mu2 - 1.0) / sd)
-    left = jnp.log(jax.random.uniform(k_c, dtype=jnp.float64)) < log_w1 - jnp.logaddexp(
-        log_w1, log_w2
-    )
-    g = jnp.where(
-        left,
-        truncated_normal(k_l, mu1, sd, -jnp.inf, 1.0),
-        truncated_normal(k_r, mu2, sd, 1.0, jnp.inf),
-    )
-    zeta = weight * (1.0 - g)
-    return 1.0 / inverse_gaussian(k_lam, s / jnp.maximum(jnp.abs(zeta), cond.ZETA_FLOOR), s**2)
-
-
 def _loo(u, k, z, nu_i):
     """q_i, r_i of the covariance without point i, from u = Σ⁻¹k, q = kᵀu, r = kᵀΣ⁻¹T."""
     q = jnp.maximum(jnp.dot(k, u), 0.0)
@@ -201,37 +163,18 @@ def scaled_inverse(Kw, t, v, nu, tau):
     return Kw / scale[:, None], B, B @ (t / scale), scale
 
 
-def loo_f(b_ii, z_i, scale_i, t_i, v_i):
-    """Predictive ``(m, v_f, σ²)`` of f_i given T_{−i} (a, b integrated out) from a scan's state.
-
-    With (Σ⁻¹)_ii = B_ii / S_i² and (Σ⁻¹T)_i = z_i / S_i: T_i | T_{−i} ~ N(m, σ²) with
-    m = T_i − z_i S_i / B_ii and σ² = S_i² / B_ii, and f_i | T_{−i} ~ N(m, σ² − V_i).
-    """
-    var_t = scale_i**2 / b_ii
-    return t_i - z_i * scale_i / b_ii, var_t - v_i, var_t
-
-
 def loo_qr(B, Kt, z, nu, i):
     """q_i = k_iᵀΣ₋ᵢ⁻¹k_i and r_i = k_iᵀΣ₋ᵢ⁻¹t from the state of a scan (for tests)."""
     k = Kt[:, i]
     return _loo(B @ k, k, z, nu[i])[3:]
 
 
-def nu_scan(
-    key, Kw, t, v, nu, tau, alpha, beta, kappa, nu_max=NU_MAX, return_inverse=False, lam_site=None
-):
+def nu_scan(key, Kw, t, v, nu, tau, alpha, beta, kappa, nu_max=NU_MAX, return_inverse=False):
     """Sweep every ν_i of one class in a random order (module docstring); returns the new ν.
 
     ``Kw: (N, N)``, ``t, v, nu: (N,)`` (pseudo-targets, noise variances, current scales).
     ``return_inverse=True`` also returns the final B = Σ̃⁻¹, z = B t̃ and the scale of Σ̃ (for
     tests).
-
-    ``lam_site=(lam, delta, weight, gamma0)`` (``lam, delta, weight: (N,)``; ``t, v`` must be
-    their pseudo-observations) adds, right after each ν_i, the collapsed draw of λ_i given
-    (w, ν, λ_{−i}) with a, b integrated out (:func:`collapsed_lam`; f_i | T_{−i} ~ N(m, v_f)
-    with m = T_i − (Σ⁻¹T)_i / (Σ⁻¹)_ii and v_f = 1/(Σ⁻¹)_ii − V_i), followed by the rank-one
-    update of B for the new V_i and of B T for the new T_i; the scan then returns ``(nu, lam)``.
-    Points with ϖ_i < :data:`LAM_MIN_WEIGHT` keep their λ_i.
 
     The points are visited in blocks of ``min(SCAN_BLOCK, N)``: for a block the products B₀K̃_block
     are one GEMM, the rank-one updates inside it are kept as B = B₀ − U diag(c) Uᵀ (so each
@@ -250,14 +193,10 @@ def nu_scan(
     ).reshape(nb, nblk)
     keys = jax.random.split(k_steps, nb * nblk).reshape(nb, nblk)
     upper = jnp.log(nu_max)
-    with_lam = lam_site is not None
-    lam = lam_site[0] if with_lam else jnp.zeros(N, t.dtype)
-    n_cols = 2 * nblk if with_lam else nblk  # one rank-one term per ν_i (and per λ_i)
 
     def step(carry, xs):
-        U, c, P0, E0, z, nu, lam = carry
+        U, c, P0, z, nu = carry
         j, i, k_i = xs
-        k_nu, k_lam = jax.random.split(k_i)
         k = Kt[:, i]
         u = P0[:, j] - U @ (c * (U.T @ k))  # B k with B = B₀ − U diag(c) Uᵀ
         q, r, d_old, q_m, r_m = _loo(u, k, z, nu[i])
@@ -266,9 +205,7 @@ def nu_scan(
             return log_nu_conditional(th, q_m, r_m, alpha, beta, kappa)
 
         th0 = jnp.clip(jnp.log(nu[i]), -THETA_MAX, upper)
-        nu_new = jnp.exp(
-            slice_stepping_out(k_nu if with_lam else k_i, th0, logpdf, -THETA_MAX, upper)
-        )
+        nu_new = jnp.exp(slice_stepping_out(k_i, th0, logpdf, -THETA_MAX, upper))
         # a numerically broken factorisation (non-finite q, r) leaves ν_i as it is
         nu_new = jnp.where(jnp.isfinite(q_m) & jnp.isfinite(r_m), nu_new, nu[i])
         d = nu_new - nu[i]
@@ -276,76 +213,36 @@ def nu_scan(
         U = U.at[:, j].set(u)
         c = c.at[j].set(d / den)
         z = z - (d * r / den) * u
-        if with_lam:
-            U, c, z, lam = _lam_update(k_lam, U, c, E0, z, lam, i, j, nblk, scale, lam_site)
-        return (U, c, P0, E0, z, nu.at[i].set(nu_new), lam), None
+        return (U, c, P0, z, nu.at[i].set(nu_new)), None
 
     def block(carry, xs):
-        B, z, nu, lam = carry
+        B, z, nu = carry
         idx, ks = xs
         P0 = B @ Kt[:, idx]  # (N, nblk), one GEMM
-        E0 = B[:, idx] if with_lam else P0  # columns B e_i of the block's points
-        U0 = jnp.zeros((N, n_cols), B.dtype)
-        c0 = jnp.zeros(n_cols, B.dtype)
-        (U, c, _, _, z, nu, lam), _ = jax.lax.scan(
-            step, (U0, c0, P0, E0, z, nu, lam), (jnp.arange(nblk), idx, ks)
-        )
-        return (B - (U * c) @ U.T, z, nu, lam), None
+        U0 = jnp.zeros((N, nblk), B.dtype)
+        c0 = jnp.zeros(nblk, B.dtype)
+        (U, c, _, z, nu), _ = jax.lax.scan(step, (U0, c0, P0, z, nu), (jnp.arange(nblk), idx, ks))
+        return (B - (U * c) @ U.T, z, nu), None
 
-    (B, z, nu, lam), _ = jax.lax.scan(block, (B, z, nu, lam), (order, keys))
-    out = (nu, lam) if with_lam else nu
-    return (out, B, z, scale) if return_inverse else out
+    (B, z, nu), _ = jax.lax.scan(block, (B, z, nu), (order, keys))
+    return (nu, B, z, scale) if return_inverse else nu
 
 
-def _lam_update(key, U, c, E0, z, lam, i, j, nblk, scale, lam_site):
-    """The collapsed λ_i step of :func:`nu_scan` on its blocked state (U, c, B₀e, z = B t̃).
-
-    In the Jacobi-scaled basis (Σ̃ = S⁻¹ΣS⁻¹, B = Σ̃⁻¹, z = B S⁻¹T) a new V_i adds
-    d̃ = ΔV_i / S_i² to Σ̃_ii and a new T_i adds ΔT_i / S_i to t̃_i: with u = B e_i,
-    B ← B − d̃ u uᵀ / ρ and z ← z + u (ΔT_i / S_i − d̃ z_i) / ρ, ρ = 1 + d̃ B_ii = (v_f + V_i')/σ².
-    """
-    _, delta, weight, gamma0 = lam_site
-    u = E0[:, j] - U @ (c * U[i, :])  # B e_i
-    sc = scale[i]
-    t_old, v_old = pseudo_observations(delta[i], lam[i], weight[i])
-    m, v_f, var_t = loo_f(u[i], z[i], sc, t_old, v_old)
-    ok = (weight[i] >= LAM_MIN_WEIGHT) & jnp.isfinite(m) & (v_f > 0.0) & jnp.isfinite(v_f)
-    lam_new = collapsed_lam(key, m, jnp.where(ok, v_f, 1.0), delta[i], weight[i], gamma0)
-    lam_new = jnp.where(ok & jnp.isfinite(lam_new) & (lam_new > 0.0), lam_new, lam[i])
-    t_new, v_new = pseudo_observations(delta[i], lam_new, weight[i])
-    d_t = (v_new - v_old) / sc**2
-    rho = jnp.where(ok, (v_f + v_new) / var_t, 1.0)
-    U = U.at[:, nblk + j].set(u)
-    c = c.at[nblk + j].set(d_t / rho)
-    z = z + u * ((t_new - t_old) / sc - d_t * z[i]) / rho
-    return U, c, z, lam.at[i].set(lam_new)
-
-
-def collapsed_nu_step(key, Kw, delta, lam, nu, hyper, nu_max=NU_MAX, weight=None, update_lam=False):
+def collapsed_nu_step(key, Kw, delta, lam, nu, hyper, nu_max=NU_MAX, weight=None):
     """The collapsed TPBN block: ν | w, λ point by point, then ς | ν, then (a, b) | w, λ, ν.
 
     ``Kw: (N, N)``, ``delta, lam, nu: (C, N)``; ``hyper`` a :class:`~bayesmkl.model.Hyper`
     of (possibly traced) values; ``nu_max`` the upper bound of ν; ``weight`` sample weights
     ``(N,)`` or ``None`` (they only change the pseudo-observations T, V:
-    :func:`bayesmkl.likelihood.pseudo_observations`). ``update_lam=True`` also draws each λ_ci
-    given (w, ν, λ_{−ci}) with a, b integrated out, right after ν_ci (:func:`nu_scan`), so that
-    a point can leave the support and re-enter it with its slack in one scan. Returns
-    ``(nu, varsigma, a, b, lam)`` (``lam`` unchanged unless ``update_lam``).
+    :func:`bayesmkl.likelihood.pseudo_observations`). Returns ``(nu, varsigma, a, b)``.
     """
     k_nu, k_vs, k_ab = jax.random.split(key, 3)
-    C, N = delta.shape
+    C = delta.shape[0]
     T, V = pseudo_observations(delta, lam, weight)
-    h = hyper
-    wt = jnp.ones(N, T.dtype) if weight is None else weight
-
-    def scan(k, t, v, n, lam_c, delta_c):
-        site = (lam_c, delta_c, wt, h.gamma0) if update_lam else None
-        return nu_scan(
-            k, Kw, t, v, n, h.bias_prior_var, h.alpha_a, h.beta_a, h.kappa, nu_max, lam_site=site
-        )
-
-    out = jax.vmap(scan)(jax.random.split(k_nu, C), T, V, nu, lam, delta)
-    nu, lam = out if update_lam else (out, lam)
-    varsigma = cond.sample_varsigma(k_vs, nu, h.alpha_a, h.beta_a, h.kappa)
-    a, b = cond.sample_ab(k_ab, Kw, delta, lam, nu, h.bias_prior_var, weight)
-    return nu, varsigma, a, b, lam
+    scan = lambda k, t, v, n: nu_scan(  # noqa: E731
+        k, Kw, t, v, n, hyper.bias_prior_var, hyper.alpha_a, hyper.beta_a, hyper.kappa, nu_max
+    )
+    nu = jax.vmap(scan)(jax.random.split(k_nu, C), T, V, nu)
+    varsigma = cond.sample_varsigma(k_vs, nu, hyper.alpha_a, hyper.beta_a, hyper.kappa)
+    a, b = cond.sample_ab(k_ab, Kw, delta, lam, nu, hyper.bias_prior_var, weight)
+    return nu, varsigma, a, b

@@ -100,87 +100,14 @@ def test_scan_keeps_the_inverse_exact(stiff):
     )  # fmt: skip
     nu_new, B, z, scale = (np.asarray(x) for x in (nu_new, B, z, scale))
     assert np.all(np.abs(np.log(nu_new / nu)) > 1e-6)  # every scale moved
-    _check_scan_state(Kw, t, v, nu_new, B, z, scale)
-
-
-def _check_scan_state(Kw, t, v, nu, B, z, scale):
-    """B = Σ̃⁻¹ and z = B t̃ for the scan's final (ν, T, V), to N·ε·cond(Σ̃)."""
-    S = ((Kw * nu) @ Kw + TAU + np.diag(v)) / np.outer(scale, scale)
+    S = ((Kw * nu_new) @ Kw + TAU + np.diag(v)) / np.outer(scale, scale)
     B_ref = np.linalg.inv(S)
     tol = len(t) * np.finfo(float).eps * np.linalg.cond(S)
     err = np.abs(B - B_ref).max() / np.abs(B_ref).max()
     assert err < tol, err
+    # z = B t̃ is carried by the same rank-one updates (the r_i of every later point uses it)
     z_ref = B_ref @ (t / scale)
     assert np.abs(z - z_ref).max() / np.abs(z_ref).max() < tol
-
-
-# --------------------------------------------------------------------------------------------
-# The collapsed λ update (nu_update="collapsed_lam")
-# --------------------------------------------------------------------------------------------
-def _lam_log_target(lam, m, v, delta, weight, gamma0):
-    """log π(λ) ∝ −γ0 λ + log N(δ(1 + λ/ϖ); m, v + λ/ϖ²): the augmented factor of the point
-    (docs/math.md §1.6, weighted as in bayesmkl.likelihood) with f ~ N(m, v) integrated out,
-    written directly from the model, independent of the module's two-normal mixture."""
-    T, V = delta * (1.0 + lam / weight), lam / weight**2
-    return -gamma0 * lam + stats.norm.logpdf(T, m, np.sqrt(v + V))
-
-
-@pytest.mark.parametrize(
-    "m, v, delta, weight, gamma0",
-    [
-        (0.3, 0.5, 1.0, 1.0, 100.0),  # paper γ0, inside the margin
-        (2.5, 0.01, -1.0, 1.0, 100.0),  # confidently misclassified, tight predictive
-        (-1.2, 4.0, -1.0, 1.0, 2.0),  # correct side, broad predictive
-        (0.9, 0.2, 1.0, 0.4, 5.0),  # a sample weight
-        (0.0, 1.0, 1.0, 1.0, 0.0),  # flat λ prior (γ0 = 0, s = 1)
-    ],
-)
-def test_collapsed_lam_draws_follow_the_target(m, v, delta, weight, gamma0):
-    """20,000 draws of :func:`tpbn.collapsed_lam` against the quadrature CDF of π(λ) (KS)."""
-    keys = jax.random.split(jax.random.key(3), 20000)
-    f = jax.jit(jax.vmap(lambda k: tpbn.collapsed_lam(k, m, v, delta, weight, gamma0)))
-    draws = np.asarray(f(keys))
-    grid = np.concatenate([[0.0], np.geomspace(1e-12, 1e4, 400001)])
-    logd = _lam_log_target(grid[1:], m, v, delta, weight, gamma0)
-    dens = np.exp(logd - logd.max())
-    cdf = np.concatenate([[0.0], np.cumsum(0.5 * (dens[1:] + dens[:-1]) * np.diff(grid[1:]))])
-    cdf = np.concatenate([[0.0], cdf])
-    cdf /= cdf[-1]
-    ks = stats.kstest(draws, lambda x: np.interp(x, grid, cdf))
-    assert ks.pvalue > 1e-3, ks
-
-
-@pytest.mark.parametrize("stiff", [False, True])
-def test_loo_f_is_the_dense_predictive(stiff):
-    """m, v_f of :func:`tpbn.loo_f` equal the dense Gaussian predictive of f_i given T_{−i}."""
-    Kw, t, v, nu = _class_problem(seed=5, N=9, stiff=stiff)
-    _, B, z, scale = tpbn.scaled_inverse(*(jnp.asarray(x) for x in (Kw, t, v, nu)), TAU)
-    F = (Kw * nu) @ Kw + TAU  # Cov(f)
-    Sigma = F + np.diag(v)
-    for i in (0, 2, 7):
-        o = np.arange(len(t)) != i
-        sol = np.linalg.solve(Sigma[np.ix_(o, o)], np.column_stack([t[o], F[o, i]]))
-        m_ref, v_ref = F[i, o] @ sol[:, 0], F[i, i] - F[i, o] @ sol[:, 1]
-        m, v_f, _ = tpbn.loo_f(B[i, i], z[i], scale[i], t[i], v[i])
-        tol = 1e3 * np.finfo(float).eps * np.linalg.cond(np.asarray(B))
-        np.testing.assert_allclose(float(m), m_ref, rtol=tol, atol=tol)
-        np.testing.assert_allclose(float(v_f), v_ref, rtol=tol, atol=tol * v[i])
-
-
-@pytest.mark.parametrize("stiff", [False, True])
-def test_scan_with_lam_keeps_the_inverse_exact(stiff):
-    """With λ redrawn after each ν, B and z track Σ̃(ν', V(λ'))⁻¹ and T(λ') through the scan."""
-    Kw, t, lam, nu = _class_problem(seed=2, N=12, stiff=stiff)
-    delta = np.sign(t)
-    abk = (1.0, 0.1, 1e-10) if stiff else (1.0, 0.7, 0.2)
-    site = (jnp.asarray(lam), jnp.asarray(delta), jnp.ones(12), 100.0)
-    (nu_new, lam_new), B, z, scale = tpbn.nu_scan(
-        jax.random.key(0), *(jnp.asarray(x) for x in (Kw, t, lam, nu)), TAU, *abk,
-        return_inverse=True, lam_site=site,
-    )  # fmt: skip
-    nu_new, lam_new, B, z, scale = (np.asarray(x) for x in (nu_new, lam_new, B, z, scale))
-    assert np.all(lam_new != lam) and np.all(lam_new > 0)  # every slack moved
-    _check_scan_state(Kw, delta * (1.0 + lam_new), lam_new, nu_new, B, z, scale)
 
 
 def test_slice_draws_follow_the_conditional():
@@ -244,7 +171,7 @@ def _geweke_block(key):
         def step(carry, k):
             th, y = carry
             k1, k2 = jax.random.split(k)
-            nu, vs, a, b, _ = tpbn.collapsed_nu_step(k1, Kw, y / (1.0 + lam), lam, th["nu"], h)
+            nu, vs, a, b = tpbn.collapsed_nu_step(k1, Kw, y / (1.0 + lam), lam, th["nu"], h)
             th = {"varsigma": vs, "nu": nu, "a": a, "b": b}
             return (th, draw_y(k2, th)), None
 
@@ -285,12 +212,10 @@ def test_geweke_collapsed_block():
     assert not bad, f"Geweke KS failures (alpha={alpha:.1e}): {bad}"
 
 
-@pytest.mark.parametrize("nu_update", ["collapsed", "collapsed_lam"])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_sweep_option_and_validation(weighted, nu_update):
-    """``nu_update="collapsed"`` (and ``"collapsed_lam"``) runs in the BM3KL sweep (with and
-    without sample weights): finite draws, every ν moves in every sweep and respects ν_max; bad
-    values are refused."""
+def test_sweep_option_and_validation(weighted):
+    """``nu_update="collapsed"`` runs in the BM3KL sweep (with and without sample weights):
+    finite draws, every ν moves in every sweep and respects ν_max; bad values are refused."""
     from numpyro.infer import MCMC
 
     from bayesmkl.inference import BM3KL
@@ -302,7 +227,7 @@ def test_sweep_option_and_validation(weighted, nu_update):
     pb = make_problem(seed=6, N=6, C=1, P=2)
     K, delta = jnp.asarray(pb["K"]), jnp.asarray(pb["delta"])
     mcmc = MCMC(
-        BM3KL(nu_update=nu_update, move="gibbs", nu_max=1e6), num_warmup=0, num_samples=5,
+        BM3KL(nu_update="collapsed", move="gibbs", nu_max=1e6), num_warmup=0, num_samples=5,
         jit_model_args=True, progress_bar=False,
     )  # fmt: skip
     weight = [jnp.asarray([1.0, 0.0, 2.0, 0.5, 1.0, 3.0])] if weighted else []
