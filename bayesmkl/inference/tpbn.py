@@ -173,7 +173,8 @@ def nu_scan(key, Kw, t, v, nu, tau, alpha, beta, kappa, nu_max=NU_MAX, return_in
     """Sweep every ν_i of one class in a random order (module docstring); returns the new ν.
 
     ``Kw: (N, N)``, ``t, v, nu: (N,)`` (pseudo-targets, noise variances, current scales).
-    ``return_inverse=True`` also returns the final B = Σ̃⁻¹ and the scale of Σ̃ (for tests).
+    ``return_inverse=True`` also returns the final B = Σ̃⁻¹, z = B t̃ and the scale of Σ̃ (for
+    tests).
 
     The points are visited in blocks of ``min(SCAN_BLOCK, N)``: for a block the products B₀K̃_block
     are one GEMM, the rank-one updates inside it are kept as B = B₀ − U diag(c) Uᵀ (so each
@@ -223,8 +224,8 @@ def nu_scan(key, Kw, t, v, nu, tau, alpha, beta, kappa, nu_max=NU_MAX, return_in
         (U, c, _, z, nu), _ = jax.lax.scan(step, (U0, c0, P0, z, nu), (jnp.arange(nblk), idx, ks))
         return (B - (U * c) @ U.T, z, nu), None
 
-    (B, _, nu), _ = jax.lax.scan(block, (B, z, nu), (order, keys))
-    return (nu, B, scale) if return_inverse else nu
+    (B, z, nu), _ = jax.lax.scan(block, (B, z, nu), (order, keys))
+    return (nu, B, z, scale) if return_inverse else nu
 
 
 def collapsed_nu_step(key, Kw, delta, lam, nu, hyper, nu_max=NU_MAX, weight=None):

@@ -94,16 +94,20 @@ def test_scan_keeps_the_inverse_exact(stiff):
     """
     Kw, t, v, nu = _class_problem(seed=2, N=12, stiff=stiff)
     abk = (1.0, 0.1, 1e-10) if stiff else (1.0, 0.7, 0.2)
-    nu_new, B, scale = tpbn.nu_scan(
+    nu_new, B, z, scale = tpbn.nu_scan(
         jax.random.key(0), *(jnp.asarray(x) for x in (Kw, t, v, nu)), TAU, *abk,
         return_inverse=True,
     )  # fmt: skip
-    nu_new, B, scale = (np.asarray(x) for x in (nu_new, B, scale))
+    nu_new, B, z, scale = (np.asarray(x) for x in (nu_new, B, z, scale))
     assert np.all(np.abs(np.log(nu_new / nu)) > 1e-6)  # every scale moved
     S = ((Kw * nu_new) @ Kw + TAU + np.diag(v)) / np.outer(scale, scale)
     B_ref = np.linalg.inv(S)
+    tol = len(t) * np.finfo(float).eps * np.linalg.cond(S)
     err = np.abs(B - B_ref).max() / np.abs(B_ref).max()
-    assert err < len(t) * np.finfo(float).eps * np.linalg.cond(S), err
+    assert err < tol, err
+    # z = B t̃ is carried by the same rank-one updates (the r_i of every later point uses it)
+    z_ref = B_ref @ (t / scale)
+    assert np.abs(z - z_ref).max() / np.abs(z_ref).max() < tol
 
 
 def test_slice_draws_follow_the_conditional():
