@@ -10,11 +10,12 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 
+# constraints.txt pins the exact versions CI and the behaviour fixture were made with.
 setup: $(VENV)/bin/python
-	$(VENV)/bin/python -m pip install -q -e .
+	$(VENV)/bin/python -m pip install -q -c constraints.txt -e .
 
 setup-dev: $(VENV)/bin/python
-	$(VENV)/bin/python -m pip install -q -e ".[dev]"
+	$(VENV)/bin/python -m pip install -q -c constraints.txt -e ".[dev]"
 
 # Main job: a real BM3KL fit with diagnostics on scikit-learn's bundled breast-cancer data.
 demo: setup

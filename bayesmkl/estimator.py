@@ -111,8 +111,8 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
     chain_method : {"sequential", "parallel", "vectorized"}, default="vectorized"
         How the chains run. ``"vectorized"``: one program for all chains (the fastest on few
         cores). ``"sequential"``: one after the other. ``"parallel"``: chain i on JAX device
-        i mod D (:class:`~bayesmkl.inference.chains.DeviceChains`), with bitwise the draws of
-        ``"sequential"``; host CPU devices need ``XLA_FLAGS=
+        i mod D (:class:`~bayesmkl.inference.chains.DeviceChains`), with the draws of
+        ``"sequential"`` up to rounding; host CPU devices need ``XLA_FLAGS=
         --xla_force_host_platform_device_count=D`` set before JAX is imported, and with one
         device it runs sequentially and warns. ``"vectorized"`` draws differ from the other
         two (batched arithmetic rounds differently; the chains are the same in distribution).

@@ -1,4 +1,8 @@
-"""``chain_method="parallel"``: chains on several devices, bitwise the draws of "sequential".
+"""``chain_method="parallel"``: chains on several devices, the draws of "sequential" to rounding.
+
+On jaxlib 0.12 the per-device programs round the last bits differently from the single-device
+one (measured 3e-12 after 8 sweeps); a wrong key or chain assignment differs at O(1), so
+``rtol=1e-9`` still fails on any real difference.
 
 Several host CPU devices need ``XLA_FLAGS=--xla_force_host_platform_device_count=2`` before JAX
 starts, so the fits run in a subprocess (the test process keeps its single device). The draws
@@ -75,7 +79,7 @@ def test_parallel_draws_equal_sequential_on_two_host_devices(tmp_path):
     for site in ("w", "e", "a", "b", "lam", "nu", "varsigma"):
         seq, par = d[f"sequential/{site}"], d[f"parallel/{site}"]
         assert seq.shape[:2] == (2, 8)
-        assert np.array_equal(seq, par), (site, np.abs(seq - par).max())
+        np.testing.assert_allclose(par, seq, rtol=1e-9, atol=1e-9 * np.abs(seq).max(), err_msg=site)
     # the two chains are different chains (distinct keys), not one chain twice
     assert not np.array_equal(d["sequential/w"][0], d["sequential/w"][1])
 

@@ -11,8 +11,11 @@ reason (batched linear algebra rounds differently).
 
 :class:`DeviceChains` is a NumPyro ``chain_method`` callable that instead compiles the
 single-chain program of ``"sequential"`` once per device and runs chain ``i`` on device
-``i mod D``, one host thread per device. Each chain then executes exactly the program it runs
-under ``"sequential"``, so the draws are bitwise identical, and D devices run D chains at a
+``i mod D``, one host thread per device. Each chain then executes the program it runs under
+``"sequential"``, so the draws agree with those of ``"sequential"`` to rounding (bitwise on the
+JAX this was written for; on the pinned jaxlib 0.12.0.1 the host devices round the last bits
+differently, ~3e-12 after 8 sweeps in ``tests/test_chains.py``, which a long Gibbs chain may
+amplify into different, equally valid draws), and D devices run D chains at a
 time (more chains than devices run in rounds). Host CPU devices come from
 ``XLA_FLAGS=--xla_force_host_platform_device_count=D``, set before JAX is imported; on a GPU
 machine each GPU is a device.
