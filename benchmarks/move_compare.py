@@ -37,10 +37,14 @@ CONFIGS = {
     "collapsed + nu collapsed": {"move": "collapsed", "n_active": 64, "nu_update": "collapsed"},
     "gibbs + nu collapsed": {"move": "gibbs", "nu_update": "collapsed"},
     "collapsed + nu collapsed, dense mass": {
-        "move": "collapsed", "nu_update": "collapsed", "dense_mass": True,
+        "move": "collapsed",
+        "nu_update": "collapsed",
+        "dense_mass": True,
     },  # fmt: skip
     "collapsed (n_active=N) + nu collapsed": {
-        "move": "collapsed", "n_active": 10**9, "nu_update": "collapsed",
+        "move": "collapsed",
+        "n_active": 10**9,
+        "nu_update": "collapsed",
     },  # fmt: skip
 }
 

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from move_compare import load_data, run  # noqa: E402
 
 from bayesmkl._x64 import x64_scope  # noqa: E402
-from bayesmkl.inference import kernel as kmod  # noqa: E402
+from bayesmkl.inference import sampler as kmod  # noqa: E402
 
 _sweep = kmod.sweep
 
@@ -37,8 +37,8 @@ _sweep = kmod.sweep
 def frozen_sweep(sites):
     """``sweep`` that puts back the input state's values of ``sites`` after each sweep."""
 
-    def one(state, K, delta, config, num_warmup):
-        new = _sweep(state, K, delta, config, num_warmup)
+    def one(state, K, delta, config, num_warmup, weight=None):
+        new = _sweep(state, K, delta, config, num_warmup, weight)
         return new._replace(z={**new.z, **{k: state.z[k] for k in sites}})
 
     return one
