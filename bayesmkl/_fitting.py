@@ -27,6 +27,7 @@ from bayesmkl._validation import check_int as _integer
 from bayesmkl._validation import check_positive as _positive
 from bayesmkl._weights import check_class_weight
 from bayesmkl.inference.moves import MOVES
+from bayesmkl.inference.state import NU_UPDATES
 from bayesmkl.kernels.input import NAMED_POOLS, KernelInput
 from bayesmkl.kernels.pool import KernelPool
 from bayesmkl.predict import (
@@ -148,6 +149,7 @@ def validate_params(est) -> None:
     if est.sampler not in MOVES:
         raise ValueError(f"unknown sampler={est.sampler!r}; choose one of {MOVES}")
     _choice("chain_method", est.chain_method, _CHAIN_METHODS)
+    _choice("nu_update", est.nu_update, NU_UPDATES)
     _choice("binary_mode", est.binary_mode, ("single", "ova"))
     _choice("decision", est.decision, ("proba", "mean_f"))
     check_param("calibration", est.calibration, _CALIBRATION)

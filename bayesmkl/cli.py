@@ -98,6 +98,7 @@ def _classifier(args, kernels):
         sampler=args.sampler,
         step_size=args.step_size,
         n_leapfrog=args.n_leapfrog,
+        nu_update=args.nu_update,
         num_warmup=args.num_warmup,
         num_samples=args.num_samples,
         max_samples=args.max_samples,
@@ -268,6 +269,7 @@ def _add_sampler_args(p, *, chains_default: int, max_time_default=None) -> None:
     )
     g.add_argument("--step-size", type=float, default=0.01, help="ε (default 0.01)")
     g.add_argument("--n-leapfrog", type=int, default=10, help="L (default 10)")
+    _add_choice(g, "--nu-update", ("gibbs", "collapsed"), "update of the TPBN scales ν")
     _add_choice(g, "--binary-mode", ("single", "ova"), "two classes: one classifier or one-vs-all")
     _add_choice(
         g,

@@ -40,7 +40,7 @@ POSTERIOR_PARAMS = (
     "kernel_dtype", "class_weight",
 )  # fmt: skip
 #: Parameters that define the Markov chain whose state is continued.
-CHAIN_PARAMS = ("sampler", "step_size", "n_leapfrog", "num_warmup", "num_chains")
+CHAIN_PARAMS = ("sampler", "step_size", "n_leapfrog", "nu_update", "num_warmup", "num_chains")
 
 
 class ResumePoint(NamedTuple):
