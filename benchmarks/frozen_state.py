@@ -120,13 +120,14 @@ def main():
         z0 = frozen_state(K, delta, args.warmup, args.cache)
         loglik, n_act = collapsed_target(K, delta, z0)
         init = {k: np.broadcast_to(v, (4, *v.shape)).copy() for k, v in z0.items()}
+        plain = kmod.sweep
         kmod.sweep = frozen_sweep(("nu", "varsigma", "lam"))
         try:
             t = time.perf_counter()
             _, z = run({}, K, delta, args.warmup, args.samples, init_params=init)
             t_default = time.perf_counter() - t
         finally:
-            kmod.sweep = frozen_sweep(())  # = the plain sweep
+            kmod.sweep = plain
         t = time.perf_counter()
         w_nuts, div = run_nuts(loglik, K.shape[0], args.warmup, args.samples)
         t_nuts = time.perf_counter() - t
