@@ -88,3 +88,37 @@ def test_bad_parameter_is_refused_in_the_shared_wording(cls):
     X, y = rng.normal(size=(20, 3)), np.arange(20) % 2
     with pytest.raises(ValueError, match=rf"^{name} must be [^;]+; got -1$"):
         cls(**{name: -1}).fit(X, y)
+
+
+def _documented_defaults(cls):
+    """``{name: text}`` for each ``name : ..., default=text`` line of the class docstring."""
+    import re
+
+    out = {}
+    for line in inspect.getdoc(cls).splitlines():
+        m = re.match(r"^([\w, ]+) : .*\bdefault=(.+)$", line)
+        if m:
+            for name in m.group(1).split(","):
+                out[name.strip()] = m.group(2).strip()
+    return out
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
+def test_documented_defaults_match_the_signature(cls):
+    """A ``default=`` in the docstring is the signature's default: shared docstring entries
+    (``_docstrings.py``) and parameter tables (``_params.estimator_init``) are written in two
+    places, so a changed default in one must show up here."""
+    import ast
+
+    defaults = {p.name: p.default for p in _params(cls)}
+    documented = _documented_defaults(cls)
+    assert documented, f"{cls.__name__}: no documented defaults found"
+    for name, text in documented.items():
+        assert name in defaults, f"{cls.__name__}: documents unknown parameter {name!r}"
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            continue  # prose such as 'default=None (all)' is not checked
+        assert value == defaults[name], (
+            f"{cls.__name__}.{name}: doc {text}, signature {defaults[name]!r}"
+        )
