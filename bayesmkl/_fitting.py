@@ -37,15 +37,20 @@ from bayesmkl.predict import (
 __all__ = [
     "AUTO_CHUNK",
     "EXTRA_FIELDS",
+    "RUN_CHUNK",
     "enable_compilation_cache",
     "make_rng_key",
+    "describe_quantity",
     "run_monitor",
     "validate_fit_input",
     "validate_params",
 ]
 
-#: Sweeps per chunk of a ``num_samples="auto"`` run.
+#: Post-warm-up sweeps between two convergence checks of a ``num_samples="auto"`` run.
 AUTO_CHUNK = 250
+#: Sweeps per call of the compiled loop: the time budget and the progress bar act between two
+#: calls, so it is short; every call has the same length, so the loop is compiled once.
+RUN_CHUNK = 50
 #: Most training points whose decision values the run-length rule monitors (a fixed random
 #: subset above this; R-hat/ESS of every point of a large set would cost more than the sweeps).
 MAX_MONITORED_POINTS = 500
@@ -54,7 +59,7 @@ MAX_MONITORED_POINTS = 500
 EXTRA_FIELDS = ("accept_prob", "diverging", "step_size", "potential_energy")
 _CHAIN_METHODS = ("sequential", "parallel", "vectorized")
 #: Constraints (:mod:`bayesmkl._validation`) of the parameters that are not a plain choice.
-_CALIBRATION = [Options("cv"), None, Interval("int", 2, None, closed="left")]
+_CALIBRATION = [Options("cv", "loo"), None, Interval("int", 2, None, closed="left")]
 _RHAT_TARGET = [
     Interval("real", 1, None, closed="neither", allow_inf=True, description="a number > 1")
 ]
@@ -69,10 +74,14 @@ def enable_compilation_cache(cache_dir=None, *, min_compile_time_secs: float = 1
     same shape and configuration — a grid search over ``beta_a`` or ``gamma0`` included — load
     the compiled program instead, in this process or another. Call it before fitting.
 
+    :meth:`BM3KLClassifier.fit <bayesmkl.BM3KLClassifier.fit>` calls it with the default
+    directory, so the cache is on unless ``$BAYESMKL_CACHE_DIR`` is ``off``.
+
     Parameters
     ----------
     cache_dir : str or Path, optional
-        Directory; default ``$BAYESMKL_CACHE_DIR`` or ``~/.cache/bayesmkl/jax``.
+        Directory; default ``$BAYESMKL_CACHE_DIR`` or ``$XDG_CACHE_HOME/bayesmkl/jax``
+        (``~/.cache/bayesmkl/jax``).
     min_compile_time_secs : float, default 1.0
         Only programs that took at least this long to compile are stored.
 
@@ -86,10 +95,12 @@ def enable_compilation_cache(cache_dir=None, *, min_compile_time_secs: float = 1
 
     if jax.config.jax_compilation_cache_dir:
         return jax.config.jax_compilation_cache_dir
+    env = os.environ.get("BAYESMKL_CACHE_DIR")
+    if cache_dir is None and env == "off":
+        return None
     if cache_dir is None:
-        cache_dir = os.environ.get("BAYESMKL_CACHE_DIR") or (
-            Path.home() / ".cache" / "bayesmkl" / "jax"
-        )
+        xdg = os.environ.get("XDG_CACHE_HOME") or (Path.home() / ".cache")
+        cache_dir = env or (Path(xdg) / "bayesmkl" / "jax")
     try:
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
     except OSError:
@@ -219,4 +230,25 @@ def run_monitor(K, seed):
         F = np.asarray(draw_decision_values(flat(w), flat(a), flat(b), K_sub))
         return {"w": w, "f": F.reshape(chains, n_draws, -1)}
 
+    monitor.points = idx
     return monitor
+
+
+def describe_quantity(name: str, kernel_names, classes, points, n_classifiers: int) -> str:
+    """A monitored quantity in words: ``"w[3]"`` → ``"the weight of kernel gauss(s=1)"``,
+    ``"f[41]"`` → ``"the decision value of training point 20 (class 'b')"``.
+
+    ``points`` are the monitored training points (``monitor.points`` of :func:`run_monitor`),
+    ``n_classifiers`` the number C of one-vs-all problems (1 for a single binary classifier).
+    """
+    if "[" not in name:
+        return name
+    site, j = name[:-1].split("[")
+    j = int(j)
+    if site == "w":
+        return f"the weight of kernel {kernel_names[j]}"
+    if site == "f":
+        i, c = divmod(j, int(n_classifiers))
+        which = "" if n_classifiers == 1 else f" for class {classes[c].item()!r}"
+        return f"the decision value of training point {int(points[i])}{which}"
+    return name

@@ -11,6 +11,7 @@ fitting does not change predictions); it never samples.
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import logsumexp
 from sklearn.utils.validation import (
     check_array,
     check_is_fitted,
@@ -21,7 +22,9 @@ from bayesmkl import calibration as _calibration
 from bayesmkl import diagnostics
 from bayesmkl._checks import check_predictions
 from bayesmkl._validation import validate_labels
-from bayesmkl._x64 import with_x64
+from bayesmkl._x64 import with_x64, x64_scope
+from bayesmkl.likelihood import log_pseudo_likelihood_terms
+from bayesmkl.model import signed_targets
 from bayesmkl.predict import (
     draw_decision_values,
     draw_log_probabilities,
@@ -29,7 +32,20 @@ from bayesmkl.predict import (
     mean_decision,
 )
 
-__all__ = ["PosteriorMixin"]
+__all__ = ["PosteriorMixin", "probability_mcse"]
+
+
+def probability_mcse(P, n_chains: int) -> np.ndarray:
+    """Monte Carlo standard error of the mean over draws of ``P: (S, M, K)``, whose S draws are
+    ``n_chains`` chains stored one after the other; ``(M, K)``, 0 where P does not vary."""
+    from arviz_stats.base import array_stats
+
+    S = P.shape[0]
+    x = np.moveaxis(P.reshape(n_chains, S // n_chains, *P.shape[1:]), (0, 1), (-2, -1))
+    varying = np.ptp(P, axis=0) > 1e-12
+    with np.errstate(invalid="ignore", divide="ignore"):
+        se = np.asarray(array_stats.mcse(x, chain_axis=-2, draw_axis=-1, method="mean"))
+    return np.where(varying, se, 0.0)
 
 
 class PosteriorMixin:
@@ -51,7 +67,11 @@ class PosteriorMixin:
         if not reuse_map:
             self.calibrator_ = None
             self.oof_log_predictive_ = None
-        if self.calibration is not None and not reuse_map:
+        if self.calibration == "loo" and not reuse_map:
+            self.calibrator_, self.oof_log_predictive_ = self._loo_calibration(
+                K, codes, sample_weight
+            )
+        elif self.calibration is not None and not reuse_map:
             n_folds = _calibration.DEFAULT_FOLDS if self.calibration == "cv" else self.calibration
             draws, index = _calibration.crossfit_decision_draws(
                 self, K, y, n_folds=int(n_folds), seed=self.random_seed_,
@@ -73,6 +93,24 @@ class PosteriorMixin:
         lp = self._log_proba_draws(F)[:, np.arange(len(codes)), codes]
         chains, draws_per_chain = self.posterior_["w"].shape[:2]
         self.log_likelihood_ = lp.reshape(chains, draws_per_chain, len(codes))
+
+    def _loo_calibration(self, K, codes, sample_weight):
+        """``calibration="loo"``: the map fitted on PSIS-LOO-weighted training draws, and each
+        training point's calibrated leave-one-out log predictive (no refit)."""
+        w, a, b = self._flat_draws()
+        F = np.asarray(draw_decision_values(w, a, b, K))  # (S, N, C)
+        delta = signed_targets(codes, len(self.classes_), self.binary_mode)
+        with x64_scope():
+            terms = log_pseudo_likelihood_terms(
+                np.swapaxes(F, 1, 2), delta[None], self.gamma0_, sample_weight
+            )
+            log_lik = np.asarray(terms).sum(axis=1)  # (S, N)
+        cal = _calibration.loo_calibrator(
+            F, codes, log_lik, gamma0=self.gamma0_, point_weights=sample_weight
+        )
+        log_w, _ = _calibration.psis_log_weights(log_lik)
+        lp = cal.log_proba_draws(F)[:, np.arange(len(codes)), codes]
+        return cal, logsumexp(lp + log_w, axis=0)
 
     # ------------------------------------------------------------------------------------
     # prediction
@@ -149,20 +187,32 @@ class PosteriorMixin:
         return self._proba_draws_of(self.decision_draws(X))
 
     @with_x64
-    def predict_proba(self, X) -> np.ndarray:
+    def predict_proba(self, X, return_mcse: bool = False):
         """Posterior predictive class probabilities (docs/math.md §6, P1).
 
         Parameters
         ----------
         X : array (M, d), or array (P, M, N) with ``kernels="precomputed"``
+        return_mcse : bool, default False
+            Also return the Monte Carlo standard error of each probability: the error of the
+            posterior mean that comes from using finitely many, autocorrelated draws
+            (sd / √ESS with ArviZ's ESS of the mean over the chains; Vehtari et al. 2021). A
+            decision that turns on a difference smaller than a few MCSE needs a longer run.
 
         Returns
         -------
-        ndarray (M, K)
+        proba : ndarray (M, K)
             Mean over draws of the per-draw probabilities (:meth:`proba_draws`: calibrated, or
             the normalised pseudo-likelihood with ``calibration=None``); rows sum to 1.
+        mcse : ndarray (M, K)
+            Only with ``return_mcse=True``. 0 where a probability does not vary over draws;
+            nan with a single draw per chain.
         """
-        return self.proba_draws(X).mean(axis=0)
+        P = self.proba_draws(X)
+        proba = P.mean(axis=0)
+        if not return_mcse:
+            return proba
+        return proba, probability_mcse(P, self.posterior_["w"].shape[0])
 
     @with_x64
     def predict_log_proba(self, X) -> np.ndarray:

@@ -46,6 +46,7 @@ __all__ = [
     "fit_calibrator",
     "kfold_elpd",
     "log_predictive",
+    "loo_calibrator",
     "log_proba_draws",
     "psis_log_weights",
 ]
@@ -75,6 +76,9 @@ class Calibrator:
         Mean out-of-fold log-loss at the fitted ``(T, β)`` (what the fit minimised).
     oof_log_loss_identity : float
         The same at ``T = 1, β = 0`` (uncalibrated logits f), for reference.
+    khat_bad_frac : float
+        ``calibration="loo"`` only: the fraction of training points whose Pareto k̂ exceeds
+        :data:`KHAT_BAD` (their leave-one-out weights are unreliable); nan for k-fold maps.
     """
 
     temperature: float
@@ -83,6 +87,7 @@ class Calibrator:
     n_folds: int
     oof_log_loss: float = float("nan")
     oof_log_loss_identity: float = float("nan")
+    khat_bad_frac: float = float("nan")
 
     def to_dict(self) -> dict:
         """JSON-able dict of the fields (floats and ints)."""
@@ -380,6 +385,44 @@ def psis_log_weights(log_lik, r_eff=1.0):
         except ValueError:
             lw[:, i], khat[i] = -col - logsumexp(-col), np.nan
     return lw, khat
+
+
+def loo_calibrator(F, codes, log_lik, *, gamma0: float, point_weights=None) -> Calibrator:
+    """Fit ``(T, β)`` on PSIS-LOO-weighted training draws of one posterior (no refit).
+
+    Each training point's decision draws are reweighted towards its leave-one-out posterior
+    with the Pareto-smoothed importance ratios ``1 / L_i`` of its pseudo-likelihood factor
+    (:func:`psis_log_weights`), and the map minimises the log-loss of those leave-one-out
+    predictions — the same objective as the k-fold map without the k refits. The fraction of
+    points whose k̂ exceeds :data:`KHAT_BAD` is recorded in ``khat_bad_frac``; where it is large
+    the importance weights cannot reach the leave-one-out posterior (the failure documented in
+    the module docstring for the paper's γ0 = 100) and ``"cv"`` is the safer choice.
+
+    Parameters
+    ----------
+    F : array (S, N, C)
+        Decision draws of the training points.
+    codes : int array (N,)
+        Their labels in ``0 … K−1``.
+    log_lik : array (S, N)
+        ``log L_i`` per draw: the point's pseudo-likelihood factor summed over classifiers.
+    gamma0 : float
+        γ0 of the model (bounds T as in :func:`fit_calibrator`).
+    point_weights : array (N,), optional
+        Sample weights of the points.
+
+    Returns
+    -------
+    Calibrator
+        With ``n_folds = 0`` (no folds) and ``khat_bad_frac`` set.
+    """
+    log_w, khat = psis_log_weights(log_lik)
+    pw = None if point_weights is None else [np.asarray(point_weights, dtype=float)]
+    cal = fit_calibrator(
+        [F], [codes], gamma0=gamma0, log_weights=[log_w], n_folds=0, point_weights=pw
+    )
+    bad = float(np.mean(~(khat <= KHAT_BAD)))  # nan k̂ (no smoothing possible) counts as bad
+    return Calibrator(**{**asdict(cal), "khat_bad_frac": bad})
 
 
 # ----------------------------------------------------------------------------------------

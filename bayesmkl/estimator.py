@@ -13,7 +13,6 @@ lives in :mod:`bayesmkl.diagnostics`, figures in :mod:`bayesmkl.plots`, files in
 
 from __future__ import annotations
 
-import time
 import warnings
 
 import numpy as np
@@ -26,6 +25,8 @@ from bayesmkl._checks import check_draws
 from bayesmkl._fitting import (
     AUTO_CHUNK,
     EXTRA_FIELDS,
+    RUN_CHUNK,
+    describe_quantity,
     enable_compilation_cache,
     make_rng_key,
     run_monitor,
@@ -38,7 +39,8 @@ from bayesmkl._weights import effective_sample_weight
 from bayesmkl._x64 import with_x64
 from bayesmkl.inference import resume as _resume
 from bayesmkl.inference.chains import resolve_chain_method
-from bayesmkl.inference.runlength import judge, sample_until_converged
+from bayesmkl.inference.runlength import sample_until_converged
+from bayesmkl.inference.runner import ChainRunner
 from bayesmkl.inference.sampler import BM3KL
 from bayesmkl.model import Hyper, signed_targets
 
@@ -309,51 +311,38 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         else:  # continue the stored chains: their own keys, no new warm-up
             seed = prev.seed
 
+        enable_compilation_cache()  # a no-op when on already, or off by $BAYESMKL_CACHE_DIR
+        warmup = 0 if prev is not None else int(self.num_warmup)
         kernel = BM3KL(
             self.eta, self.alpha_a, self.beta_a, self.kappa, self.bias_prior_var, self.gamma0,
             move=self.sampler, step_size=self.step_size, n_leapfrog=int(self.n_leapfrog),
-            nu_update=self.nu_update,
+            nu_update=self.nu_update, adapt_sweeps=int(self.num_warmup),
         )  # fmt: skip
         auto = self.num_samples == "auto"
         chain_method = resolve_chain_method(self.chain_method, int(self.num_chains))
-        mcmc = MCMC(
-            kernel,
-            num_warmup=int(self.num_warmup),
-            num_samples=AUTO_CHUNK if auto else int(self.num_samples),
-            num_chains=int(self.num_chains),
-            chain_method=chain_method,
-            jit_model_args=True,
-            progress_bar=bool(self.progress_bar) and isinstance(chain_method, str),
-        )
+        n_fixed = None if auto else int(self.num_samples)
+        chunk = RUN_CHUNK if auto else min(RUN_CHUNK, max(1, warmup + n_fixed))
+        if chain_method == "vectorized":  # compiled once per configuration (inference/runner)
+            mcmc = ChainRunner(kernel, int(self.num_chains), chunk)
+        else:
+            mcmc = MCMC(
+                kernel, num_warmup=0, num_samples=chunk, num_chains=int(self.num_chains),
+                chain_method=chain_method, jit_model_args=True, progress_bar=False,
+            )  # fmt: skip
         earlier = None
         if prev is not None:
             mcmc.post_warmup_state = prev.mcmc_state()
             key = mcmc.post_warmup_state.rng_key
             earlier = _resume.earlier_run(self)
         monitor = run_monitor(K, seed)
-        if auto:
-            draws, extra, report = sample_until_converged(
-                mcmc, key, data, monitor, extra_fields=EXTRA_FIELDS,
-                rhat_target=float(self.rhat_target), ess_target=float(self.ess_target),
-                max_samples=int(self.max_samples), max_time=self.max_time, resume=earlier,
-            )  # fmt: skip
-        else:
-            t0 = time.perf_counter()
-            mcmc.run(key, *data, extra_fields=EXTRA_FIELDS)
-            draws = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
-            extra = {
-                k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()
-            }
-            n, thin, seconds = int(self.num_samples), 1, time.perf_counter() - t0
-            if earlier is not None:  # the new draws at the earlier thinning, after the old
-                thin = earlier.thinning
-                draws = _resume.append(earlier.samples, draws, thin)
-                extra = _resume.append(earlier.extra, extra, thin)
-                n, seconds = n + earlier.num_samples, seconds + earlier.seconds
-            report = judge(
-                monitor(draws), float(self.rhat_target), float(self.ess_target),
-                stopped_by="num_samples", num_samples=n, thinning=thin, seconds=seconds,
-            )  # fmt: skip
+        draws, extra, report = sample_until_converged(
+            mcmc, key, data, monitor, num_warmup=warmup, extra_fields=EXTRA_FIELDS,
+            rhat_target=float(self.rhat_target), ess_target=float(self.ess_target),
+            max_samples=int(self.max_samples) if auto else n_fixed,
+            max_time=self.max_time, resume=earlier, check_every=AUTO_CHUNK, fixed=not auto,
+            max_kept=1_000 if auto else max(n_fixed, 1_000),
+            progress=bool(self.progress_bar) and isinstance(chain_method, str),
+        )  # fmt: skip
         self._resume = _resume.new_point(self, mcmc.last_state, fingerprint, seed)
         self._set_fitted(
             kernel_input=kin, classes=classes, y_train=y, posterior=draws,
@@ -362,14 +351,24 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
             run_report_=report,
         )  # fmt: skip
         check_draws(self.posterior_, self.sample_stats_, num_warmup=int(self.num_warmup))
-        if auto and not report.converged:
+        if not report.converged:
+            worst = describe_quantity(
+                report.worst, self.kernel_names_, classes, monitor.points, delta.shape[0]
+            )
+            how = (
+                f"ran its fixed num_samples={n_fixed}"
+                if report.stopped_by == "num_samples"
+                else f"stopped at its {report.stopped_by} budget"
+            )
+            if report.num_samples == 0:
+                how += " during warm-up (the draws kept are the last warm-up sweeps)"
             warnings.warn(
-                f"BM3KL stopped at its {report.stopped_by} budget after {report.num_samples} "
-                f"sweeps per chain ({report.seconds:.0f} s) before reaching R-hat <= "
-                f"{self.rhat_target} and bulk ESS >= {self.ess_target}: max R-hat "
-                f"{report.rhat_max:.3f}, min bulk ESS {report.ess_bulk_min:.0f} (worst: "
-                f"{report.worst}). Raise max_samples/max_time, or read the intervals as "
-                "unconverged.",
+                f"BM3KL {how} after {report.num_samples} sweeps per chain "
+                f"({report.seconds:.0f} s) without reaching R-hat <= {self.rhat_target} and bulk "
+                f"ESS >= {self.ess_target} on every kernel weight and training decision value: "
+                f"max R-hat {report.rhat_max:.3f}, min bulk ESS {report.ess_bulk_min:.0f}; the "
+                f"slowest is {worst} ({report.worst}). Raise num_samples/max_samples/max_time, "
+                "or read the intervals as unconverged.",
                 ConvergenceWarning,
                 stacklevel=3,
             )

@@ -51,7 +51,10 @@ class RunReport(NamedTuple):
     worst : str
         The monitored quantity with the largest R-hat (or smallest ESS when all R-hats pass).
     seconds : float
-        Wall time of warm-up and sampling.
+        Wall time of warm-up and sampling, compilation included.
+    compile_seconds : float
+        The part of ``seconds`` JAX spent tracing and compiling (or loading compiled programs
+        from the persistent cache): :func:`compile_clock` over the run.
     """
 
     converged: bool
@@ -62,6 +65,7 @@ class RunReport(NamedTuple):
     ess_bulk_min: float
     worst: str
     seconds: float
+    compile_seconds: float = 0.0
 
 
 class Resume(NamedTuple):
@@ -83,6 +87,35 @@ class Resume(NamedTuple):
     thinning: int
     num_samples: int
     seconds: float
+
+
+#: JAX's duration events of tracing, lowering and compiling a program (the backend event also
+#: covers a load from the persistent compilation cache).
+_COMPILE_EVENTS = frozenset(
+    {
+        "/jax/core/compile/jaxpr_trace_duration",
+        "/jax/core/compile/jaxpr_to_mlir_module_duration",
+        "/jax/core/compile/backend_compile_duration",
+    }
+)
+_compile_total = [0.0]
+_listening = [False]
+
+
+def _on_duration(event: str, duration: float, **_) -> None:
+    if event in _COMPILE_EVENTS:
+        _compile_total[0] += float(duration)
+
+
+def compile_clock() -> float:
+    """Seconds JAX has spent compiling in this process since the first call (a running total;
+    the difference of two readings is the compile time between them)."""
+    if not _listening[0]:
+        import jax.monitoring
+
+        jax.monitoring.register_event_duration_secs_listener(_on_duration)
+        _listening[0] = True
+    return _compile_total[0]
 
 
 def convergence_stats(monitors: dict) -> tuple[float, float, str, str]:
@@ -137,6 +170,7 @@ def sample_until_converged(
     model_args: tuple,
     monitor: Callable[[dict], dict],
     *,
+    num_warmup: int = 0,
     extra_fields: tuple = (),
     rhat_target: float = 1.01,
     ess_target: float = 400.0,
@@ -144,36 +178,56 @@ def sample_until_converged(
     max_time: float | None = None,
     max_kept: int = 1_000,
     resume: Resume | None = None,
+    check_every: int | None = None,
+    fixed: bool = False,
+    progress: bool = False,
 ) -> tuple[dict, dict, RunReport]:
-    """Warm up, then sample chunks of ``mcmc.num_samples`` sweeps until converged or out of budget.
+    """Sample chunks of ``mcmc.num_samples`` sweeps until converged or out of budget.
 
     Parameters
     ----------
     mcmc : numpyro.infer.MCMC
-        Built with ``num_samples`` = the chunk length and the warm-up wanted.
+        Built with ``num_samples`` = the chunk length. Its own ``num_warmup`` runs before the
+        first chunk, as NumPyro does; a kernel that adapts by itself (``BM3KL(adapt_sweeps=W)``)
+        is better run with ``MCMC(num_warmup=0)`` and ``num_warmup=W`` here, so that the warm-up
+        too runs in chunks that the time budget can stop.
     rng_key : PRNG key
     model_args : tuple
         Positional arguments of ``mcmc.run`` after the key.
     monitor : callable
         ``monitor(samples) -> {name: array (chains, draws, ...)}``: the quantities whose R-hat
         and ESS decide, computed from one chunk of draws (grouped by chain).
+    num_warmup : int, default 0
+        Leading sweeps (counted in chunks) whose draws are discarded.
     extra_fields : tuple of str
         Passed to ``mcmc.run``.
     rhat_target, ess_target : float
         Stop when every monitored quantity has R-hat ≤ ``rhat_target`` and bulk ESS ≥
         ``ess_target``.
     max_samples : int
-        Post-warm-up sweeps per chain after which the run stops regardless.
+        Post-warm-up sweeps per chain after which the run stops regardless (with ``fixed``,
+        the run length).
     max_time : float or None
-        Wall-clock budget in seconds (warm-up included); the run stops before a chunk that would
-        probably overrun it.
+        Wall-clock budget in seconds (warm-up and compilation included). Before each chunk the
+        run stops if that chunk, at the pace of the last one, would end past the budget; the
+        first chunk always runs (it predicts nothing: it includes compilation). A budget spent
+        during warm-up returns the last warm-up chunk's draws with ``num_samples = 0``.
     max_kept : int
         Stored draws per chain above which everything stored is thinned by two.
     resume : Resume, optional
         An earlier run whose chains ``mcmc`` continues (its ``post_warmup_state`` set to the
-        earlier last state, ``rng_key`` the keys stored in that state): the earlier draws come
-        first, the new chunks are thinned as the earlier ones, and ``num_samples``/``seconds``
-        of the report count both runs; ``max_samples`` and ``max_time`` budget this call only.
+        earlier last state, ``rng_key`` the keys stored in that state; no warm-up is run): the
+        earlier draws come first, the new chunks are thinned as the earlier ones, and
+        ``num_samples``/``seconds`` of the report count both runs; ``max_samples`` and
+        ``max_time`` budget this call only.
+    check_every : int, optional
+        Post-warm-up sweeps between two convergence checks (default: every chunk).
+    fixed : bool, default False
+        Run exactly ``max_samples`` post-warm-up sweeps (``stopped_by="num_samples"``); the
+        report still judges the targets.
+    progress : bool, default False
+        One progress bar over the whole run (warm-up and sampling), with the latest worst
+        R-hat and smallest bulk ESS in its postfix.
 
     Returns
     -------
@@ -182,45 +236,98 @@ def sample_until_converged(
     report : RunReport
     """
     chunk = int(mcmc.num_samples)
-    t0 = time.perf_counter()
+    check_every = chunk if check_every is None else max(int(check_every), chunk)
+    t0, c0 = time.perf_counter(), compile_clock()
     samples, extra, mons = [], [], []
     thin, done, done0, seconds0 = 1, 0, 0, 0.0
+    warm_left = int(num_warmup)
     if resume is not None:
         samples, extra = [dict(resume.samples)], [dict(resume.extra)]
         mons = [{k: np.asarray(v) for k, v in monitor(resume.samples).items()}]
         thin, done0, seconds0 = int(resume.thinning), int(resume.num_samples), resume.seconds
-    key = rng_key
-    while True:
-        t_chunk = time.perf_counter()
-        mcmc.run(key, *model_args, extra_fields=extra_fields)
-        s = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
-        x = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
-        m = {k: np.asarray(v) for k, v in monitor(s).items()}
-        samples.append(_thin(s, thin))
-        extra.append(_thin(x, thin))
-        mons.append(_thin(m, thin))
-        done += chunk
-        chunk_seconds = time.perf_counter() - t_chunk
-        mcmc.post_warmup_state = mcmc.last_state
-        key = mcmc.post_warmup_state.rng_key
+        warm_left = 0
+    bar = _progress_bar(progress, warm_left + max_samples)
+    key, pace, last_check = rng_key, None, 0
+    try:
+        while True:
+            # the last call runs only the sweeps left in the budget (one more compile)
+            mcmc.num_samples = min(chunk, warm_left + max_samples - done)
+            n_run = int(mcmc.num_samples)
+            t_chunk, c_chunk = time.perf_counter(), compile_clock()
+            mcmc.run(key, *model_args, extra_fields=extra_fields)
+            s = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
+            x = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
+            mcmc.post_warmup_state = mcmc.last_state
+            key = mcmc.post_warmup_state.rng_key
+            pace = (time.perf_counter() - t_chunk) - (compile_clock() - c_chunk)
+            skip = min(warm_left, n_run)
+            warm_left -= skip
+            if bar is not None:
+                bar.update(n_run)
+            if skip == n_run:  # a warm-up chunk: nothing kept
+                if max_time is not None and time.perf_counter() - t0 + pace > max_time:
+                    samples, extra = [s], [x]  # the budget ran out during warm-up
+                    mons = [monitor(s)]
+                    return _finish(samples, extra, mons, "max_time", done0, thin, t0, c0,
+                                   seconds0, rhat_target, ess_target, bar)  # fmt: skip
+                continue
+            s = {k: v[:, skip:] for k, v in s.items()}
+            x = {k: v[:, skip:] for k, v in x.items()}
+            m = {k: np.asarray(v) for k, v in monitor(s).items()}
+            samples.append(_thin(s, thin))
+            extra.append(_thin(x, thin))
+            mons.append(_thin(m, thin))
+            done += n_run - skip
 
-        seconds = time.perf_counter() - t0
-        report = judge(
-            _concat(mons), rhat_target, ess_target, stopped_by="targets",
-            num_samples=done0 + done, thinning=thin, seconds=seconds0 + seconds,
-        )  # fmt: skip
-        stopped_by = None
-        if report.converged:
-            stopped_by = "targets"
-        elif done + chunk > max_samples:
-            stopped_by = "max_samples"
-        elif max_time is not None and seconds + (chunk_seconds if done > chunk else 0) > max_time:
-            # (the first chunk's time includes warm-up and compilation: it predicts nothing)
-            stopped_by = "max_time"
-        if stopped_by is not None:
-            return _concat(samples), _concat(extra), report._replace(stopped_by=stopped_by)
+            stopped_by = None
+            if fixed and done >= max_samples:
+                stopped_by = "num_samples"
+            elif not fixed and done - last_check >= check_every:
+                last_check = done
+                report = judge(_concat(mons), rhat_target, ess_target, stopped_by="targets",
+                               num_samples=done0 + done, thinning=thin, seconds=0.0)  # fmt: skip
+                if bar is not None:
+                    r, e = report.rhat_max, report.ess_bulk_min
+                    bar.set_postfix_str(f"R-hat {r:.3f}, ESS {e:.0f}")
+                if report.converged:
+                    stopped_by = "targets"
+            if stopped_by is None and not fixed and done >= max_samples:
+                stopped_by = "max_samples"
+            elapsed = time.perf_counter() - t0
+            if stopped_by is None and max_time is not None and elapsed + pace > max_time:
+                stopped_by = "max_time"
+            if stopped_by is not None:
+                return _finish(samples, extra, mons, stopped_by, done0 + done, thin, t0, c0,
+                               seconds0, rhat_target, ess_target, bar)  # fmt: skip
 
-        kept = sum(next(iter(p.values())).shape[1] for p in samples)
-        if kept > max_kept:
-            samples, extra, mons = ([_thin(_concat(parts), 2)] for parts in (samples, extra, mons))
-            thin *= 2
+            kept = sum(next(iter(p.values())).shape[1] for p in samples)
+            if kept > max_kept:
+                samples, extra, mons = (
+                    [_thin(_concat(parts), 2)] for parts in (samples, extra, mons)
+                )
+                thin *= 2
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _progress_bar(show: bool, total: int):
+    if not show:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=int(total), unit="sweep", desc="BM3KL", dynamic_ncols=True)
+
+
+def _finish(samples, extra, mons, stopped_by, num_samples, thin, t0, c0, seconds0, rhat_target,
+            ess_target, bar):  # fmt: skip
+    """The concatenated draws and the final :class:`RunReport`."""
+    if bar is not None:
+        bar.total = bar.n
+        bar.refresh()
+    report = judge(
+        _concat(mons), rhat_target, ess_target, stopped_by=stopped_by, num_samples=num_samples,
+        thinning=thin, seconds=seconds0 + time.perf_counter() - t0,
+        compile_seconds=compile_clock() - c0,
+    )  # fmt: skip
+    return _concat(samples), _concat(extra), report

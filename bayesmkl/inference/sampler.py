@@ -181,6 +181,11 @@ class BM3KL(MCMCKernel):
     step_size, n_leapfrog, step_schedule, adapt_step_size, refresh_momentum, flip_momentum,
     scale_refresh, pairs_per_kernel, n_active, dense_mass, nu_update, nu_max
         See :class:`BM3KLConfig`.
+    adapt_sweeps : int, optional
+        Sweeps (counted from the chain's start) during which the step size and mass matrix
+        adapt; default: ``MCMC``'s ``num_warmup``. Set it with ``MCMC(num_warmup=0)`` to run
+        the warm-up in chunks of your own
+        (:func:`~bayesmkl.inference.runlength.sample_until_converged`'s ``num_warmup``).
 
     Examples
     --------
@@ -215,6 +220,7 @@ class BM3KL(MCMCKernel):
         dense_mass=False,
         nu_update="gibbs",
         nu_max=tpbn.NU_MAX,
+        adapt_sweeps=None,
     ):
         eta = tuple(np.asarray(eta, dtype=float).ravel()) if np.ndim(eta) else float(eta)
         hyper = Hyper(eta, float(alpha_a), float(beta_a), float(kappa), float(bias_prior_var),
@@ -225,6 +231,7 @@ class BM3KL(MCMCKernel):
             float(pairs_per_kernel), int(n_active), bool(dense_mass), str(nu_update),
             float(nu_max),
         ).validate()  # fmt: skip
+        self.adapt_sweeps = None if adapt_sweeps is None else int(adapt_sweeps)
         self._num_warmup = 0
         self._sample_fn = None
 
@@ -249,7 +256,7 @@ class BM3KL(MCMCKernel):
             raise ValueError(
                 f"eta has {len(self.config.hyper.eta)} entries but there are {K.shape[0]} kernels"
             )
-        self._num_warmup = int(num_warmup)
+        self._num_warmup = int(num_warmup if self.adapt_sweeps is None else self.adapt_sweeps)
         config, nw = self.config, self._num_warmup
 
         def one_sweep(state, K, delta, weight):

@@ -88,3 +88,24 @@ def test_resumed_run_equals_one_longer_run_thinning_included():
     np.testing.assert_array_equal(s2["x"], s["x"])
     np.testing.assert_array_equal(x2["diverging"], x["diverging"])
     assert r2.ess_bulk_min == r.ess_bulk_min and r2.seconds >= r1.seconds
+
+
+def test_time_budget_stops_during_warm_up_and_says_so():
+    """With a warm-up far longer than the budget, the run stops between warm-up chunks: no
+    post-warm-up sweep, the last warm-up chunk returned, stopped_by='max_time'."""
+    samples, _, rep = sample_until_converged(
+        _mcmc(50), jax.random.key(4), (), _monitor, num_warmup=1_000_000, max_time=2.0,
+        ess_target=1e9,
+    )  # fmt: skip
+    assert rep.stopped_by == "max_time" and rep.num_samples == 0 and not rep.converged
+    assert samples["x"].shape == (4, 50, 2)
+
+
+def test_one_progress_bar_with_the_diagnostics(capsys):
+    sample_until_converged(
+        _mcmc(100), jax.random.key(5), (), _monitor, num_warmup=100, max_samples=200,
+        ess_target=1e9, progress=True,
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert err.count("BM3KL:   0%") == 1  # one bar for warm-up and sampling
+    assert "R-hat" in err and "ESS" in err and "300/300" in err
