@@ -30,6 +30,7 @@ from bayesmkl.inference.moves import MOVES
 from bayesmkl.inference.state import NU_UPDATES
 from bayesmkl.kernels.input import NAMED_POOLS, KernelInput
 from bayesmkl.kernels.pool import KernelPool
+from bayesmkl.model import PRIORS, Hyper
 from bayesmkl.predict import (
     draw_decision_values,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "enable_compilation_cache",
     "make_rng_key",
     "describe_quantity",
+    "resolve_hyper",
     "run_monitor",
     "validate_fit_input",
     "validate_params",
@@ -166,12 +168,16 @@ def validate_params(est) -> None:
     check_param("calibration", est.calibration, _CALIBRATION)
     if est.kernel_dtype is not None:
         _choice("kernel_dtype", str(np.dtype(est.kernel_dtype)), ("float64", "float32"))
-    eta = np.asarray(est.eta, dtype=float)
-    if eta.ndim > 1 or not np.all(np.isfinite(eta)) or np.any(eta <= 0):
-        raise ValueError(f"eta must be a positive number or vector; got {est.eta!r}")
+    _choice("prior", est.prior, tuple(PRIORS))
+    if est.eta is not None:
+        eta = np.asarray(est.eta, dtype=float)
+        if eta.ndim > 1 or not np.all(np.isfinite(eta)) or np.any(eta <= 0):
+            raise ValueError(f"eta must be a positive number or vector; got {est.eta!r}")
     for name in ("alpha_a", "beta_a", "kappa", "bias_prior_var", "step_size"):
-        _positive(name, getattr(est, name))
-    _positive("gamma0", est.gamma0, allow_zero=True)
+        if getattr(est, name) is not None:
+            _positive(name, getattr(est, name))
+    if est.gamma0 is not None:
+        _positive("gamma0", est.gamma0, allow_zero=True)
     _integer("n_leapfrog", est.n_leapfrog, 1)
     _integer("num_warmup", est.num_warmup, 0)
     if est.num_samples != "auto":
@@ -185,6 +191,13 @@ def validate_params(est) -> None:
     if not isinstance(est.warm_start, bool | np.bool_):
         raise ValueError(f"warm_start must be True or False; got {est.warm_start!r}")
     check_class_weight(est.class_weight)
+
+
+def resolve_hyper(est) -> Hyper:
+    """The model hyper-parameters of a fit: the named ``prior``'s, each replaced by the
+    estimator's own parameter where that is not ``None`` (checked by :func:`validate_params`)."""
+    own = {k: getattr(est, k) for k in Hyper._fields}
+    return PRIORS[est.prior]._replace(**{k: v for k, v in own.items() if v is not None})
 
 
 def validate_fit_input(est, X, y):

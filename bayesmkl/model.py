@@ -82,6 +82,19 @@ def signed_targets(codes, n_classes: int, binary_mode: str = "single"):
 
 DEFAULT_HYPER = Hyper()
 
+#: Named priors of :class:`~bayesmkl.BM3KLClassifier` (``prior=``). ``"paper"``: the paper's
+#: hyper-parameters (Table 2), a near spike-and-slab over the support vectors whose posterior no
+#: exact sampler we have mixes in a user's time (``benchmarks/results/prior_study.md``).
+#: ``"default"``: the prior chosen by that study: a Dirichlet(2) on the kernel weights (away
+#: from the simplex's edges, where neighbouring Gaussian widths trade weight along a ridge), a
+#: TPBN with κ = β_a = 1 (heavy-tailed, not spiky), a unit-variance bias prior (so that the bias,
+#: not a near-constant kernel, carries the offset) and γ0 = 1 (a Laplace of scale ≈ 0.6 around
+#: the margin instead of ≈ 0.07).
+PRIORS = {
+    "default": Hyper(eta=2.0, alpha_a=1.0, beta_a=1.0, kappa=1.0, bias_prior_var=1.0, gamma0=1.0),
+    "paper": Hyper(),
+}
+
 #: Docstring entries of the model's data arguments (``{{K_delta}}``, see :mod:`bayesmkl._docs`).
 DATA_DOCS = {
     "K_delta": """K : array (P, N, N)
