@@ -15,7 +15,13 @@ NumPyro kernel :class:`bayesmkl.inference.BM3KL` (or :mod:`bayesmkl.random`,
 :mod:`bayesmkl._x64` for where float32 is allowed and why float64 is required elsewhere.
 """
 
-__version__ = "0.1.0.dev0"
+from typing import TYPE_CHECKING
+
+from bayesmkl._version import __version__
+
+if TYPE_CHECKING:  # static analysers (jedi, pyright, mypy) cannot see through __getattr__
+    from bayesmkl.estimator import BM3KLClassifier
+    from bayesmkl.kernels import KernelPool
 
 _LAZY = {
     "KernelPool": ("bayesmkl.kernels", "KernelPool"),

@@ -362,6 +362,6 @@ def _calibrator_from_json(d, tree) -> dict:
 
 
 def _version() -> str:
-    import bayesmkl
+    from bayesmkl._version import __version__
 
-    return bayesmkl.__version__
+    return __version__
