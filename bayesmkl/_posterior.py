@@ -227,7 +227,7 @@ class PosteriorMixin:
         -------
         xarray.DataTree
             ``posterior`` (w, e with a ``kernel`` dimension; a, b, lam, nu, varsigma with
-            ``classifier``/``obs``), ``sample_stats`` (acceptance_rate, diverging, lp,
+            ``class``/``obs``), ``sample_stats`` (acceptance_rate, diverging, lp,
             step_size), ``observed_data`` (y), ``log_likelihood`` (y: per draw, the log
             probability of each training label under the fitted rule, calibrated unless
             ``calibration=None`` at fit time), so ``arviz.loo`` and ``arviz.compare`` run on it,

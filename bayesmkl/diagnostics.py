@@ -6,9 +6,9 @@ Groups and dimensions (``chain``, ``draw`` lead every posterior and sample-stat 
 group             variable                    dims
 ================  ==========================  ==============================================
 posterior         ``w``, ``e``                (chain, draw, kernel); ``kernel`` = kernel names
-posterior         ``a``, ``lam``, ``nu``,     (chain, draw, classifier, obs)
+posterior         ``a``, ``lam``, ``nu``,     (chain, draw, class, obs)
                   ``varsigma``
-posterior         ``b``                       (chain, draw, classifier)
+posterior         ``b``                       (chain, draw, class)
 sample_stats      ``acceptance_rate``,        (chain, draw)
                   ``diverging``, ``lp``,
                   ``step_size``
@@ -22,10 +22,13 @@ predictions       ``proba``                   (chain, draw, obs, class)  (only f
 ================  ==========================  ==============================================
 
 ``lp`` is ``-potential_energy`` of the augmented model (the log joint up to a constant).
-``classifier`` names the one-vs-all problems: the class labels, or, for the single binary
-classifier (docs/math.md §1.2), the positive class only. The ``classifier`` and ``class``
-coordinates keep the labels' type (so ``.sel(classifier=1)`` works for integer labels); labels
-netCDF cannot hold (Python objects) become strings.
+
+One dimension, ``class`` (:data:`CLASS_DIM`), indexes classes in every group: in the posterior
+its coordinate names the one-vs-all problems by their class (all class labels, or, for the
+single binary classifier of docs/math.md §1.2, the positive class only), in ``predictions`` the
+classes the probabilities are of. The coordinate keeps the labels' type, so
+``.sel({"class": 1})`` works for integer labels in both (``class`` is a Python keyword, hence
+the dict); labels netCDF cannot hold (Python objects) become strings.
 
 ``posterior_predictive.y`` holds replicated training labels, one per draw, drawn from that draw's
 predictive probabilities; with ``observed_data.y`` it makes ArviZ's posterior predictive checks
@@ -40,6 +43,7 @@ import xarray as xr
 from arviz_base import from_dict
 
 __all__ = [
+    "CLASS_DIM",
     "POSTERIOR_DIMS",
     "add_posterior_predictive",
     "add_predictions",
@@ -48,15 +52,24 @@ __all__ = [
     "sample_stats_to_arviz",
 ]
 
+#: The class dimension of every group. Why "class": its values are class labels wherever it
+#: appears (a posterior row belongs to the one-vs-all problem of that class; a prediction is the
+#: probability of that class), so one name lets the same ``.sel`` work on the posterior and on
+#: the predictions, and it is the name predictions already had. "classifier" (the posterior's
+#: earlier name) misnames the probabilities of the two classes of a single binary classifier,
+#: and "label" is taken: ArviZ stacks variables into a "label" dimension (``az.summary``,
+#: ``arviz_base.dataset_to_dataarray``).
+CLASS_DIM = "class"
+
 #: Dimension names (after ``chain, draw``) of each posterior site.
 POSTERIOR_DIMS = {
     "w": ["kernel"],
     "e": ["kernel"],
-    "a": ["classifier", "obs"],
-    "b": ["classifier"],
-    "lam": ["classifier", "obs"],
-    "nu": ["classifier", "obs"],
-    "varsigma": ["classifier", "obs"],
+    "a": [CLASS_DIM, "obs"],
+    "b": [CLASS_DIM],
+    "lam": [CLASS_DIM, "obs"],
+    "nu": [CLASS_DIM, "obs"],
+    "varsigma": [CLASS_DIM, "obs"],
 }
 
 
@@ -147,7 +160,7 @@ def build_datatree(
         ArviZ names (see :func:`sample_stats_to_arviz`).
     kernel_names : sequence of str, length P
     classes : array (K,)
-        Class labels (used for the ``classifier`` coordinate).
+        Class labels (the ``class`` coordinate: the classes of the C one-vs-all problems).
     y : array (N,), optional
         Training labels, stored in ``observed_data``.
     log_likelihood : array (chains, draws, N), optional
@@ -171,7 +184,7 @@ def build_datatree(
     N = posterior["a"].shape[3] if "a" in posterior else (len(y) if y is not None else 0)
     coords = {
         "kernel": [str(n) for n in kernel_names],
-        "classifier": classifier_labels(classes, C),
+        CLASS_DIM: classifier_labels(classes, C),
         "obs": np.arange(N),
     }
     dims = {k: v for k, v in POSTERIOR_DIMS.items() if k in posterior}
@@ -207,12 +220,12 @@ def add_predictions(tree: xr.DataTree, proba, classes) -> xr.DataTree:
     proba = np.asarray(proba)
     chains, draws, M, K = proba.shape
     ds = xr.Dataset(
-        {"proba": (("chain", "draw", "obs", "class"), proba)},
+        {"proba": (("chain", "draw", "obs", CLASS_DIM), proba)},
         coords={
             "chain": np.arange(chains),
             "draw": np.arange(draws),
             "obs": np.arange(M),
-            "class": _storable(np.asarray(classes)),
+            CLASS_DIM: _storable(np.asarray(classes)),
         },
     )
     out = tree.copy()

@@ -8,7 +8,7 @@ import pytest
 from test_estimator import SMALL, small_data
 
 from bayesmkl import BM3KLClassifier
-from bayesmkl.diagnostics import add_predictions, build_datatree, classifier_labels
+from bayesmkl.diagnostics import CLASS_DIM, add_predictions, build_datatree, classifier_labels
 
 
 def synthetic(chains=2, draws=30, P=4, C=3, N=7, seed=0):
@@ -43,11 +43,11 @@ def test_groups_dims_coords():
     assert {"posterior", "sample_stats", "observed_data"} <= set(tree.children)
     p = tree["posterior"]
     assert p["w"].dims == ("chain", "draw", "kernel")
-    assert p["a"].dims == ("chain", "draw", "classifier", "obs")
-    assert p["b"].dims == ("chain", "draw", "classifier")
-    assert p["lam"].dims == ("chain", "draw", "classifier", "obs")
+    assert p["a"].dims == ("chain", "draw", "class", "obs")
+    assert p["b"].dims == ("chain", "draw", "class")
+    assert p["lam"].dims == ("chain", "draw", "class", "obs")
     assert p["w"].coords["kernel"].values.tolist() == names
-    assert p["a"].coords["classifier"].values.tolist() == ["x", "y", "z"]
+    assert p["a"].coords["class"].values.tolist() == ["x", "y", "z"]
     np.testing.assert_array_equal(p["a"].values, post["a"])
     s = tree["sample_stats"]
     assert set(s.data_vars) == {"acceptance_rate", "diverging", "lp", "step_size"}
@@ -81,6 +81,25 @@ def test_add_predictions():
     assert pred.shape == (2, 30, 5, 3)
 
 
+def test_one_class_dimension_in_every_group():
+    """Posterior and predictions index classes by the same dimension, ``class``, so one
+    selection works on both; ArviZ's summary labels it (no clash with its own dimensions)."""
+    post, stats = synthetic()
+    classes = np.array(["x", "y", "z"])
+    tree = build_datatree(post, stats, kernel_names=list("abcd"), classes=classes,
+                          y=np.array(list("xyzxyzx")))  # fmt: skip
+    proba = np.random.default_rng(0).dirichlet(np.ones(3), size=(2, 30, 5))
+    tree = add_predictions(tree, proba, classes)
+    dims = {d for node in tree.subtree for d in node.to_dataset().dims}
+    assert CLASS_DIM == "class" and "classifier" not in dims
+    for var in (tree["posterior"]["a"], tree["posterior"]["b"], tree["predictions"]["proba"]):
+        assert CLASS_DIM in var.dims
+        assert var.coords[CLASS_DIM].values.tolist() == ["x", "y", "z"]
+    np.testing.assert_array_equal(tree["posterior"]["b"].sel({"class": "y"}), post["b"][..., 1])
+    np.testing.assert_array_equal(tree["predictions"]["proba"].sel({"class": "y"}), proba[..., 1])
+    assert az.summary(tree, var_names=["b"]).index.tolist() == ["b[x]", "b[y]", "b[z]"]
+
+
 @pytest.fixture(scope="module")
 def fitted():
     Xtr, ytr, Xte, _ = small_data()
@@ -92,7 +111,7 @@ def test_estimator_datatree_and_summary(fitted):
     tree = clf.to_datatree()
     assert tree["posterior"]["w"].coords["kernel"].values.tolist() == clf.kernel_names_
     assert tree["posterior"]["a"].shape == (2, 10, 1, 100)
-    assert tree["posterior"]["a"].coords["classifier"].values.tolist() == [1]
+    assert tree["posterior"]["a"].coords["class"].values.tolist() == [1]
     np.testing.assert_array_equal(tree["observed_data"]["y"].values, clf.y_train_)
     summ = az.summary(tree, var_names=["w"])
     assert len(summ) == 16
