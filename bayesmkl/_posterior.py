@@ -234,7 +234,10 @@ class PosteriorMixin:
             and optionally ``posterior_predictive`` (y). ArviZ's PSIS treats the
             ``log_likelihood`` values as the posterior's own likelihood factors; the sampler's
             posterior holds the pseudo-likelihood instead, and the estimate is optimistic (see
-            :meth:`loo_kfold`).
+            :meth:`loo_kfold`). With ``calibration=None`` ``arviz.loo`` usually fails ("All
+            tail values are the same"); :meth:`loo` says why (the group's attribute
+            ``psis_loo`` too). ``sample_stats`` has no ``energy`` (see
+            :mod:`bayesmkl.diagnostics`), so ``arviz.plot_energy`` does not apply.
         """
         check_is_fitted(self, "posterior_")
         tree = diagnostics.build_datatree(
@@ -281,6 +284,22 @@ class PosteriorMixin:
             )
         chains, draws = self.posterior_["w"].shape[:2]
         return P.reshape((chains, draws) + P.shape[1:])
+
+    def loo(self, **kwargs):
+        """PSIS-LOO of the training labels, ``arviz.loo(clf.to_datatree())``, or a refusal.
+
+        Refuses (``ValueError``, with the reason and what to do) where PSIS cannot use the
+        log-likelihood and ``arviz.loo`` itself fails with "All tail values are the same": with
+        ``calibration=None`` most training points have probability 1 to machine precision in
+        every draw (see :func:`bayesmkl.diagnostics.loo_problem`). Where it runs it is
+        optimistic for BM3KL; prefer :meth:`loo_kfold`. ``kwargs`` go to ``arviz.loo``.
+
+        Returns
+        -------
+        arviz_stats.ELPDData
+        """
+        check_is_fitted(self, "posterior_")
+        return diagnostics.loo(self.to_datatree(), **kwargs)
 
     def loo_kfold(self):
         """K-fold cross-validated ELPD of the training labels, as an ArviZ result.

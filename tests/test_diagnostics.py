@@ -152,3 +152,75 @@ def test_log_likelihood_group_feeds_arviz_loo_and_compare():
         "log_likelihood"
         not in build_datatree(post, stats, kernel_names=list("abcd"), classes=[0, 1, 2]).children
     )
+
+
+# --------------------------------------------------------------------------------------------
+# energy and PSIS-LOO (issue 23): refusals that say why
+# --------------------------------------------------------------------------------------------
+
+
+def test_no_energy_and_the_reason_is_recorded():
+    """No move is an HMC transition of the posterior, so no ``energy`` is written (it would
+    not be a Hamiltonian on one scale) and ArviZ's energy diagnostics refuse the tree."""
+    from bayesmkl.diagnostics import NO_ENERGY
+
+    post, stats = synthetic()
+    tree = build_datatree(post, stats, kernel_names=list("abcd"), classes=[0, 1, 2])
+    assert "energy" not in tree["sample_stats"].data_vars
+    assert tree["sample_stats"].attrs["energy"] == NO_ENERGY
+    assert "not recorded" in NO_ENERGY
+    with pytest.raises(KeyError, match="energy"):
+        az.bfmi(tree)
+
+
+def _tree_with(ll):
+    chains, draws, n = ll.shape
+    post, stats = synthetic(chains=chains, draws=draws, N=n)
+    return build_datatree(post, stats, kernel_names=list("abcd"), classes=[0, 1, 2],
+                          y=np.arange(n) % 3, log_likelihood=ll)  # fmt: skip
+
+
+def test_loo_refuses_a_constant_log_likelihood_where_arviz_fails():
+    """The raw rule's log-likelihood is exactly 0 in every draw for most training points:
+    ``az.loo`` fails obscurely; ``diagnostics.loo`` says why and what to do first."""
+    from bayesmkl.diagnostics import loo, loo_problem
+
+    rng = np.random.default_rng(2)
+    ll = np.zeros((2, 40, 7))
+    ll[..., :2] = np.log(rng.uniform(0.2, 0.95, size=(2, 40, 2)))
+    tree = _tree_with(ll)
+    with pytest.raises(ValueError, match="All tail values are the same"):
+        az.loo(tree)
+    with pytest.raises(ValueError, match=r"5 of 7 training points is the same in every draw") as e:
+        loo(tree)
+    assert "calibration='cv'" in str(e.value) and "loo_kfold" in str(e.value)
+    assert tree["log_likelihood"].attrs["psis_loo"] == str(e.value) == loo_problem(ll)
+    assert "too few" not in str(e.value)
+    with pytest.raises(ValueError, match="at least 25 posterior draws"):
+        loo(_tree_with(np.log(rng.uniform(0.2, 0.95, size=(2, 10, 7)))))
+    ll[0, 0, 3] = -np.inf
+    assert "not finite" in loo_problem(ll)
+
+
+def test_loo_runs_where_psis_can():
+    from bayesmkl.diagnostics import loo, loo_problem
+
+    ll = np.log(np.random.default_rng(1).uniform(0.2, 0.95, size=(2, 40, 7)))
+    tree = _tree_with(ll)
+    assert loo_problem(ll) is None and "psis_loo" not in tree["log_likelihood"].attrs
+    assert loo(tree, pointwise=True).elpd == pytest.approx(az.loo(tree).elpd, rel=1e-12)
+
+
+def test_classifier_loo_refuses_the_raw_rule():
+    """A real ``calibration=None`` fit (two one-vs-all classifiers, whose softmax gives log p
+    exactly 0): ``clf.loo()`` refuses with the reason, ``az.loo`` fails in ArviZ."""
+    from test_estimator import TINY, tiny_data, tiny_pool
+
+    X, y = tiny_data()
+    clf = BM3KLClassifier(kernels=tiny_pool(), binary_mode="ova", **TINY).fit(X, y)
+    tree = clf.to_datatree()
+    with pytest.raises(ValueError, match="All tail values are the same"):
+        az.loo(tree)
+    with pytest.raises(ValueError, match="the same in every draw .*calibration='cv'"):
+        clf.loo()
+    assert "psis_loo" in tree["log_likelihood"].attrs
