@@ -20,15 +20,31 @@ from typing import TYPE_CHECKING
 from bayesmkl._version import __version__
 
 if TYPE_CHECKING:  # static analysers (jedi, pyright, mypy) cannot see through __getattr__
+    from bayesmkl._checks import (
+        NonFinitePredictionError,
+        SamplerDivergenceError,
+        SamplerDivergenceWarning,
+    )
     from bayesmkl.estimator import BM3KLClassifier
     from bayesmkl.kernels import KernelPool
 
 _LAZY = {
     "KernelPool": ("bayesmkl.kernels", "KernelPool"),
     "BM3KLClassifier": ("bayesmkl.estimator", "BM3KLClassifier"),
+    # what fit and predict raise or warn, for except clauses and warnings filters
+    "SamplerDivergenceWarning": ("bayesmkl._checks", "SamplerDivergenceWarning"),
+    "SamplerDivergenceError": ("bayesmkl._checks", "SamplerDivergenceError"),
+    "NonFinitePredictionError": ("bayesmkl._checks", "NonFinitePredictionError"),
 }
 
-__all__ = ["KernelPool", "BM3KLClassifier", "__version__"]
+__all__ = [
+    "KernelPool",
+    "BM3KLClassifier",
+    "NonFinitePredictionError",
+    "SamplerDivergenceError",
+    "SamplerDivergenceWarning",
+    "__version__",
+]
 
 
 def __getattr__(name):

@@ -301,8 +301,10 @@ def test_crossfit_warnings_keep_their_class():
     once per class, naming the folds; a filter on the class treats it like the main fit's."""
     from sklearn.exceptions import ConvergenceWarning
 
+    import bayesmkl
     from bayesmkl._checks import SamplerDivergenceWarning
 
+    assert bayesmkl.SamplerDivergenceWarning is SamplerDivergenceWarning  # public name
     K, y = np.zeros((1, 30, 30)), np.repeat([0, 1], 15)
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
