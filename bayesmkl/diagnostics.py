@@ -35,7 +35,7 @@ No ``energy`` (:data:`NO_ENERGY`, also the ``sample_stats`` attribute ``energy``
 resampling of an HMC chain from its Hamiltonian's energy distribution, and no move of this
 sampler is an HMC transition of the posterior. The HMC step of the ``"collapsed"`` and
 ``"exact"`` moves is one block of a Gibbs sweep, on the conditional of the kernel weights given
-the other blocks (λ, ν and, for ``"exact"``, a, b), which the other blocks change every sweep;
+the other blocks (λ, ν and all or, collapsed, part of a, b), which those change every sweep;
 its potential is defined up to a constant that changes with them, so energies of different
 sweeps are not on one scale. (The sampler state does not carry that Hamiltonian either:
 ``potential_energy`` is −log p of the whole augmented model after the sweep.) ``"gibbs"`` has no
