@@ -15,14 +15,36 @@ NumPyro kernel :class:`bayesmkl.inference.BM3KL` (or :mod:`bayesmkl.random`,
 :mod:`bayesmkl._x64` for where float32 is allowed and why float64 is required elsewhere.
 """
 
-__version__ = "0.1.0.dev0"
+from typing import TYPE_CHECKING
+
+from bayesmkl._version import __version__
+
+if TYPE_CHECKING:  # static analysers (jedi, pyright, mypy) cannot see through __getattr__
+    from bayesmkl._checks import (
+        NonFinitePredictionError,
+        SamplerDivergenceError,
+        SamplerDivergenceWarning,
+    )
+    from bayesmkl.estimator import BM3KLClassifier
+    from bayesmkl.kernels import KernelPool
 
 _LAZY = {
     "KernelPool": ("bayesmkl.kernels", "KernelPool"),
     "BM3KLClassifier": ("bayesmkl.estimator", "BM3KLClassifier"),
+    # what fit and predict raise or warn, for except clauses and warnings filters
+    "SamplerDivergenceWarning": ("bayesmkl._checks", "SamplerDivergenceWarning"),
+    "SamplerDivergenceError": ("bayesmkl._checks", "SamplerDivergenceError"),
+    "NonFinitePredictionError": ("bayesmkl._checks", "NonFinitePredictionError"),
 }
 
-__all__ = ["KernelPool", "BM3KLClassifier", "__version__"]
+__all__ = [
+    "KernelPool",
+    "BM3KLClassifier",
+    "NonFinitePredictionError",
+    "SamplerDivergenceError",
+    "SamplerDivergenceWarning",
+    "__version__",
+]
 
 
 def __getattr__(name):

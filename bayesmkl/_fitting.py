@@ -221,7 +221,10 @@ def validate_fit_input(est, X, y):
     check_classification_targets(y)
     classes, codes = validate_labels(y, n)
     dtype = None if est.kernel_dtype is None else str(np.dtype(est.kernel_dtype))
-    kin, K = KernelInput.fit(est.kernels, Xk, dtype=dtype, kernel_names=est.kernel_names)
+    kin, K = KernelInput.fit(
+        est.kernels, Xk, dtype=dtype, kernel_names=est.kernel_names,
+        feature_names=getattr(est, "feature_names_in_", None),
+    )  # fmt: skip
     return kin, K, classes, codes, y
 
 

@@ -1,89 +1,98 @@
-"""Estimator parameters stored as scikit-learn's contract asks, written once.
+"""Estimator parameters: scikit-learn's contract, written out by hand and checked against a table.
 
 scikit-learn reads an estimator's parameters from its ``__init__`` signature and expects
 ``__init__`` to store each of them, unchanged, under its own name, and to do nothing else
 (validation belongs in ``fit``; see :mod:`bayesmkl._validation`). Every estimator of the package
-gets that ``__init__`` from :func:`estimator_init`, a table of its parameters and their defaults:
-the first parameter (``kernels``) may be positional, every other one is keyword-only, and the
-body is :func:`store_params`. Groups of parameters that several estimators share (the model's
-hyper-parameters, :class:`bayesmkl.model.Hyper`; the SVM solvers' options) are spliced into the
-table with ``**`` from the one place that defines them.
+writes that ``__init__`` out, as scikit-learn's own estimators do, so that editors and type
+checkers (jedi, pyright, mypy) see its parameters: ``kernels`` first (positional or keyword),
+every other parameter keyword-only, and a body of ``self.<name> = <name>`` lines.
+
+Each estimator class also holds its parameter table, ``_param_defaults`` (name → default, in
+signature order). Groups of parameters that several estimators share are spliced into the tables
+with ``**`` from the one place that defines them (the model's hyper-parameters,
+:class:`bayesmkl.model.Hyper`; the SVM solvers' ``ITERATIVE_PARAMS`` and ``SVM_OPTIONS``), so a
+changed shared default leaves a table that no longer matches a hand-written signature:
+:func:`signature_problems` lists the differences, and ``tests/test_api_conventions.py`` requires
+that there are none, for every estimator.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from inspect import Parameter, Signature
+import inspect
 
-__all__ = ["estimator_init", "store_params"]
+from bayesmkl.model import Hyper
+
+__all__ = ["BM3KL_PARAMS", "signature_problems"]
+
+#: :class:`~bayesmkl.BM3KLClassifier`'s parameters and defaults, in signature order (kept here
+#: rather than in the class body, which holds the hand-written ``__init__``).
+BM3KL_PARAMS = dict(
+    kernels="bsvm16",
+    **Hyper()._asdict(),
+    sampler="collapsed",
+    step_size=0.01,
+    n_leapfrog=10,
+    nu_update="gibbs",
+    num_warmup=300,
+    num_samples="auto",
+    num_chains=4,
+    chain_method="vectorized",
+    rhat_target=1.01,
+    ess_target=400,
+    max_samples=2000,
+    max_time=None,
+    binary_mode="single",
+    decision="proba",
+    calibration="cv",
+    kernel_dtype="float64",
+    random_state=None,
+    progress_bar=True,
+    class_weight=None,
+    kernel_names=None,
+    warm_start=False,
+)
 
 
-def store_params(estimator, init_locals: Mapping) -> None:
-    """Set ``estimator.<name> = value`` for every argument in ``init_locals``, verbatim.
+def signature_problems(cls) -> list[str]:
+    """How ``cls.__init__`` departs from the table ``cls._param_defaults`` (empty if it agrees).
 
-    Parameters
-    ----------
-    estimator : object
-        The instance being initialised.
-    init_locals : mapping
-        The arguments by name (e.g. ``locals()`` taken as the first statement of ``__init__``),
-        plus ``self`` (and ``__class__`` where the method uses ``super()``), which are skipped.
-
-    Examples
-    --------
-    >>> class Est:
-    ...     def __init__(self, kernels="linear", *, C=1.0):
-    ...         store_params(self, locals())
-    >>> vars(Est(C=2.0))
-    {'kernels': 'linear', 'C': 2.0}
-    """
-    for name, value in init_locals.items():
-        if name not in ("self", "__class__"):
-            setattr(estimator, name, value)
-
-
-def estimator_init(kernels, /, **params) -> Callable[..., None]:
-    """An ``__init__(self, kernels=<kernels>, *, **params)`` that stores every argument verbatim.
-
-    The signature is explicit (``inspect.signature`` and hence scikit-learn's ``get_params``,
-    ``clone`` and ``repr`` see each parameter with its default, in the order given); a call binds
-    its arguments to it exactly as a hand-written ``def`` would (a second positional argument or
-    an unknown name raises ``TypeError``) and :func:`store_params` stores them.
-
-    Parameters
-    ----------
-    kernels : object
-        Default of the first parameter, ``kernels`` (positional or keyword).
-    **params
-        The keyword-only parameters and their defaults, in signature order.
-
-    Returns
-    -------
-    function
-        To be assigned as the class's ``__init__``.
+    Checked: the parameter names and their order, each default (value and type, so ``1`` for
+    ``1.0`` is a difference), ``kernels`` first and positional-or-keyword, every other parameter
+    keyword-only, and that ``__init__`` is a written-out function (no generated
+    ``__signature__``).
 
     Examples
     --------
     >>> class Est:
-    ...     __init__ = estimator_init("linear", C=1.0, tol=1e-3)
-    >>> import inspect
-    >>> inspect.signature(Est.__init__)
-    <Signature (self, kernels='linear', *, C=1.0, tol=0.001)>
-    >>> vars(Est("rbf", tol=0.1))
-    {'kernels': 'rbf', 'C': 1.0, 'tol': 0.1}
+    ...     _param_defaults = {"kernels": "linear", "C": 1.0}
+    ...     def __init__(self, kernels="linear", *, C=1):
+    ...         self.kernels = kernels
+    ...         self.C = C
+    >>> signature_problems(Est)
+    ['Est: C defaults to 1 (int) in __init__ but to 1.0 (float) in the table']
     """
-    signature = Signature(
-        [
-            Parameter("self", Parameter.POSITIONAL_OR_KEYWORD),
-            Parameter("kernels", Parameter.POSITIONAL_OR_KEYWORD, default=kernels),
-            *(Parameter(name, Parameter.KEYWORD_ONLY, default=v) for name, v in params.items()),
-        ]
-    )
-
-    def __init__(self, *args, **kwargs) -> None:
-        bound = signature.bind(self, *args, **kwargs)
-        bound.apply_defaults()
-        store_params(self, bound.arguments)
-
-    __init__.__signature__ = signature
-    return __init__
+    name = cls.__name__
+    table = dict(cls._param_defaults)
+    init = cls.__init__
+    problems = []
+    if "__signature__" in vars(init):
+        problems.append(f"{name}: __init__ has a generated __signature__; write the def out")
+    params = [p for p in inspect.signature(init).parameters.values() if p.name != "self"]
+    names = [p.name for p in params]
+    if names != list(table):
+        problems.append(f"{name}: __init__ has the parameters {names}, the table {list(table)}")
+    for i, p in enumerate(params):
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD if i == 0 else inspect.Parameter.KEYWORD_ONLY
+        if p.kind is not kind:
+            problems.append(f"{name}: {p.name} is {p.kind.description}, not {kind.description}")
+        if p.name not in table:
+            continue
+        want = table[p.name]
+        if p.default is inspect.Parameter.empty:
+            problems.append(f"{name}: {p.name} has no default in __init__")
+        elif type(p.default) is not type(want) or p.default != want:
+            problems.append(
+                f"{name}: {p.name} defaults to {p.default!r} ({type(p.default).__name__}) in "
+                f"__init__ but to {want!r} ({type(want).__name__}) in the table"
+            )
+    return problems

@@ -277,14 +277,17 @@ class PosteriorMixin:
         -------
         xarray.DataTree
             ``posterior`` (w, e with a ``kernel`` dimension; a, b, lam, nu, varsigma with
-            ``classifier``/``obs``), ``sample_stats`` (acceptance_rate, diverging, lp,
+            ``class``/``obs``), ``sample_stats`` (acceptance_rate, diverging, lp,
             step_size), ``observed_data`` (y), ``log_likelihood`` (y: per draw, the log
             probability of each training label under the fitted rule, calibrated unless
             ``calibration=None`` at fit time), so ``arviz.loo`` and ``arviz.compare`` run on it,
             and optionally ``posterior_predictive`` (y). ArviZ's PSIS treats the
             ``log_likelihood`` values as the posterior's own likelihood factors; the sampler's
             posterior holds the pseudo-likelihood instead, and the estimate is optimistic (see
-            :meth:`loo_kfold`).
+            :meth:`loo_kfold`). With ``calibration=None`` ``arviz.loo`` usually fails ("All
+            tail values are the same"); :meth:`loo` says why (the group's attribute
+            ``psis_loo`` too). ``sample_stats`` has no ``energy`` (see
+            :mod:`bayesmkl.diagnostics`), so ``arviz.plot_energy`` does not apply.
         """
         check_is_fitted(self, "posterior_")
         tree = diagnostics.build_datatree(
@@ -331,6 +334,22 @@ class PosteriorMixin:
             )
         chains, draws = self.posterior_["w"].shape[:2]
         return P.reshape((chains, draws) + P.shape[1:])
+
+    def loo(self, **kwargs):
+        """PSIS-LOO of the training labels, ``arviz.loo(clf.to_datatree())``, or a refusal.
+
+        Refuses (``ValueError``, with the reason and what to do) where PSIS cannot use the
+        log-likelihood and ``arviz.loo`` itself fails with "All tail values are the same": with
+        ``calibration=None`` most training points have probability 1 to machine precision in
+        every draw (see :func:`bayesmkl.diagnostics.loo_problem`). Where it runs it is
+        optimistic for BM3KL; prefer :meth:`loo_kfold`. ``kwargs`` go to ``arviz.loo``.
+
+        Returns
+        -------
+        arviz_stats.ELPDData
+        """
+        check_is_fitted(self, "posterior_")
+        return diagnostics.loo(self.to_datatree(), **kwargs)
 
     def loo_kfold(self):
         """K-fold cross-validated ELPD of the training labels, as an ArviZ result.

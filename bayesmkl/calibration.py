@@ -310,7 +310,7 @@ def crossfit_decision_draws(estimator, K, y, *, n_folds: int, seed: int, sample_
     # a data-driven run is not repeated per fold: each refit runs the sweeps the main fit used
     report = getattr(estimator, "run_report_", None)
     fixed_length = {"num_samples": int(report.num_samples)} if report is not None else {}
-    draws, index, caught = [], [], []
+    draws, index, caught = [], [], {}
     for fold, (tr, va) in enumerate(split.split(np.zeros(len(y)), y)):
         sub = clone(estimator).set_params(
             kernels="precomputed",
@@ -326,19 +326,34 @@ def crossfit_decision_draws(estimator, K, y, *, n_folds: int, seed: int, sample_
             warnings.simplefilter("always")
             sub.fit(K[:, tr][:, :, tr], y[tr], sample_weight=sw)
             F = sub.decision_draws(K[:, va][:, :, tr])
-        caught.extend(f"{w.category.__name__}: {w.message}" for w in rec)
+        for w in rec:
+            caught.setdefault(w.category, {}).setdefault(str(w.message), []).append(fold)
         draws.append(np.asarray(F, dtype=float))
         index.append(np.asarray(va))
-    if caught:
-        distinct = sorted(set(caught))
+    _rewarn(caught, k)
+    return draws, index
+
+
+def _rewarn(caught: dict, n_folds: int) -> None:
+    """Re-raise the warnings of the fold fits, one per warning class and *in that class*.
+
+    ``caught``: ``{category: {message: [folds]}}``. A refit's ``SamplerDivergenceWarning`` is
+    re-raised as a ``SamplerDivergenceWarning``, a ``ConvergenceWarning`` as a
+    ``ConvergenceWarning``, and so on, so a warnings filter on a class treats a refit's warning
+    as it treats the main fit's; the message says it came from the calibration refits, from
+    which folds, and gives (up to three) distinct messages.
+    """
+    for category, messages in caught.items():
+        folds = sorted({f for fs in messages.values() for f in fs})
+        distinct = list(messages)
         warnings.warn(
-            f"the {k} cross-fitting fits for calibration raised warnings: "
+            f"{len(folds)} of the {n_folds} cross-fitting refits for calibration (fold"
+            f"{'s' if len(folds) > 1 else ''} {', '.join(map(str, folds))}) warned: "
             + " | ".join(distinct[:3])
             + (f" (+{len(distinct) - 3} more)" if len(distinct) > 3 else ""),
-            UserWarning,
-            stacklevel=3,
+            category,
+            stacklevel=6,  # _rewarn, crossfit, _fit_calibration, fit, with_x64, the caller
         )
-    return draws, index
 
 
 # ----------------------------------------------------------------------------------------

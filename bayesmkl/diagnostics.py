@@ -6,10 +6,10 @@ Groups and dimensions (``chain``, ``draw`` lead every posterior and sample-stat 
 group             variable                    dims
 ================  ==========================  ==============================================
 posterior         ``w``, ``e``                (chain, draw, kernel); ``kernel`` = kernel names
-posterior         ``a``, ``lam``, ``nu``,     (chain, draw, classifier, obs)
+posterior         ``a``, ``lam``, ``nu``,     (chain, draw, class, obs)
                   ``varsigma``
-posterior         ``b``                       (chain, draw, classifier)
-sample_stats      ``acceptance_rate``,        (chain, draw)
+posterior         ``b``                       (chain, draw, class)
+sample_stats      ``acceptance_rate``,        (chain, draw)  (no ``energy``: see below)
                   ``diverging``, ``lp``,
                   ``step_size``
 observed_data     ``y``                       (obs,)
@@ -22,10 +22,33 @@ predictions       ``proba``                   (chain, draw, obs, class)  (only f
 ================  ==========================  ==============================================
 
 ``lp`` is ``-potential_energy`` of the augmented model (the log joint up to a constant).
-``classifier`` names the one-vs-all problems: the class labels, or, for the single binary
-classifier (docs/math.md §1.2), the positive class only. The ``classifier`` and ``class``
-coordinates keep the labels' type (so ``.sel(classifier=1)`` works for integer labels); labels
-netCDF cannot hold (Python objects) become strings.
+
+One dimension, ``class`` (:data:`CLASS_DIM`), indexes classes in every group: in the posterior
+its coordinate names the one-vs-all problems by their class (all class labels, or, for the
+single binary classifier of docs/math.md §1.2, the positive class only), in ``predictions`` the
+classes the probabilities are of. The coordinate keeps the labels' type, so
+``.sel({"class": 1})`` works for integer labels in both (``class`` is a Python keyword, hence
+the dict); labels netCDF cannot hold (Python objects) become strings.
+
+No ``energy`` (:data:`NO_ENERGY`, also the ``sample_stats`` attribute ``energy``), so
+``arviz.plot_energy`` and ``arviz.bfmi`` refuse these trees: E-BFMI judges the momentum
+resampling of an HMC chain from its Hamiltonian's energy distribution, and no move of this
+sampler is an HMC transition of the posterior. The HMC step of the ``"collapsed"`` and
+``"exact"`` moves is one block of a Gibbs sweep, on the conditional of the kernel weights given
+the other blocks (λ, ν and all or, collapsed, part of a, b), which those change every sweep;
+its potential is defined up to a constant that changes with them, so energies of different
+sweeps are not on one scale. (The sampler state does not carry that Hamiltonian either:
+``potential_energy`` is −log p of the whole augmented model after the sweep.) ``"gibbs"`` has no
+momentum, ``"rmala"`` is a Metropolis-adjusted Langevin move, ``"paper"``/``"stable"`` are not
+exact. Use R-hat and ESS of the weights and decision values (``run_report_``) and the
+``diverging`` flags instead.
+
+PSIS-LOO (:func:`loo`, or ``BM3KLClassifier.loo``) refuses, with the reason and what to do, a
+log-likelihood it cannot use (:func:`loo_problem`), where ``arviz.loo`` fails with "All tail
+values are the same": with ``calibration=None`` the raw rule gives most training points
+probability 1 to machine precision in every draw, so their log-likelihood is exactly 0
+everywhere and the importance ratios have no tail to fit. The group records such a problem in
+its attribute ``psis_loo``.
 
 ``posterior_predictive.y`` holds replicated training labels, one per draw, drawn from that draw's
 predictive probabilities; with ``observed_data.y`` it makes ArviZ's posterior predictive checks
@@ -40,23 +63,37 @@ import xarray as xr
 from arviz_base import from_dict
 
 __all__ = [
+    "CLASS_DIM",
+    "MIN_PSIS_DRAWS",
+    "NO_ENERGY",
     "POSTERIOR_DIMS",
     "add_posterior_predictive",
     "add_predictions",
     "build_datatree",
     "classifier_labels",
+    "loo",
+    "loo_problem",
     "sample_stats_to_arviz",
 ]
+
+#: The class dimension of every group. Why "class": its values are class labels wherever it
+#: appears (a posterior row belongs to the one-vs-all problem of that class; a prediction is the
+#: probability of that class), so one name lets the same ``.sel`` work on the posterior and on
+#: the predictions, and it is the name predictions already had. "classifier" (the posterior's
+#: earlier name) misnames the probabilities of the two classes of a single binary classifier,
+#: and "label" is taken: ArviZ stacks variables into a "label" dimension (``az.summary``,
+#: ``arviz_base.dataset_to_dataarray``).
+CLASS_DIM = "class"
 
 #: Dimension names (after ``chain, draw``) of each posterior site.
 POSTERIOR_DIMS = {
     "w": ["kernel"],
     "e": ["kernel"],
-    "a": ["classifier", "obs"],
-    "b": ["classifier"],
-    "lam": ["classifier", "obs"],
-    "nu": ["classifier", "obs"],
-    "varsigma": ["classifier", "obs"],
+    "a": [CLASS_DIM, "obs"],
+    "b": [CLASS_DIM],
+    "lam": [CLASS_DIM, "obs"],
+    "nu": [CLASS_DIM, "obs"],
+    "varsigma": [CLASS_DIM, "obs"],
 }
 
 
@@ -75,6 +112,23 @@ def classifier_labels(classes, n_classifiers: int) -> list:
         return [classes[1]]
     return classes[:n_classifiers]
 
+
+#: Why ``sample_stats`` has no ``energy`` (its attribute ``energy``; see the module docstring).
+NO_ENERGY = (
+    "not recorded: no move of this sampler is an HMC transition of the posterior, so E-BFMI "
+    "(arviz plot_energy, bfmi) has no Hamiltonian to judge. The HMC step of the 'collapsed' and "
+    "'exact' moves acts on the conditional of the kernel weights given the other blocks of the "
+    "Gibbs sweep, which change every sweep, so its energies are not on one scale. Use R-hat and "
+    "ESS (run_report_) and the diverging flags."
+)
+#: Fewest draws (chains × draws) PSIS can use: ArviZ fits the Pareto tail to at most a fifth of
+#: the draws and needs at least 5 tail draws.
+MIN_PSIS_DRAWS = 25
+_LOO_ADVICE = (
+    " Refit with calibration='cv' (the default: calibrated probabilities vary between draws) and "
+    "use clf.loo_kfold(), the k-fold ELPD of the calibration refits, which for BM3KL is also the "
+    "better estimate (PSIS-LOO reweights draws that fit every training point and is optimistic)."
+)
 
 #: ``sample_stats_`` name of each NumPyro extra field the sampler collects.
 _FROM_EXTRA = {
@@ -147,7 +201,7 @@ def build_datatree(
         ArviZ names (see :func:`sample_stats_to_arviz`).
     kernel_names : sequence of str, length P
     classes : array (K,)
-        Class labels (used for the ``classifier`` coordinate).
+        Class labels (the ``class`` coordinate: the classes of the C one-vs-all problems).
     y : array (N,), optional
         Training labels, stored in ``observed_data``.
     log_likelihood : array (chains, draws, N), optional
@@ -171,7 +225,7 @@ def build_datatree(
     N = posterior["a"].shape[3] if "a" in posterior else (len(y) if y is not None else 0)
     coords = {
         "kernel": [str(n) for n in kernel_names],
-        "classifier": classifier_labels(classes, C),
+        CLASS_DIM: classifier_labels(classes, C),
         "obs": np.arange(N),
     }
     dims = {k: v for k, v in POSTERIOR_DIMS.items() if k in posterior}
@@ -182,11 +236,103 @@ def build_datatree(
     if y is not None:
         data["observed_data"] = {"y": _storable(np.asarray(y))}
         dims["y"] = ["obs"]
+    group_attrs = {"sample_stats": {"energy": NO_ENERGY}}
     if log_likelihood is not None:
         data["log_likelihood"] = {"y": np.asarray(log_likelihood, dtype=float)}
         dims["y"] = ["obs"]
-    tree_attrs = {"/": dict(attrs)} if attrs else None
-    return from_dict(data, coords=coords, dims=dims, attrs=tree_attrs, check_conventions=False)
+        problem = loo_problem(data["log_likelihood"]["y"])
+        if problem is not None:
+            group_attrs["log_likelihood"] = {"psis_loo": problem}
+    if attrs:
+        group_attrs["/"] = dict(attrs)
+    return from_dict(data, coords=coords, dims=dims, attrs=group_attrs, check_conventions=False)
+
+
+def loo_problem(log_likelihood) -> str | None:
+    """Why PSIS-LOO cannot use this log-likelihood, or ``None`` when it can.
+
+    Parameters
+    ----------
+    log_likelihood : array (chains, draws, N)
+        Per-draw log probability of each training label.
+
+    Returns
+    -------
+    str or None
+        A message saying why and what to do: fewer than :data:`MIN_PSIS_DRAWS` draws, a
+        non-finite value, or a training point whose log-likelihood is the same in every draw
+        (its importance ratios are then constant, and ArviZ's Pareto fit fails with "All tail
+        values are the same"; the raw rule of ``calibration=None`` does this, since it gives
+        most training points probability 1 to machine precision).
+    """
+    ll = np.asarray(log_likelihood, dtype=float)
+    n_draws, n = int(np.prod(ll.shape[:-1])), ll.shape[-1]
+    flat = ll.reshape(n_draws, n)
+    if n_draws < MIN_PSIS_DRAWS:
+        return (
+            f"PSIS-LOO needs at least {MIN_PSIS_DRAWS} posterior draws (ArviZ fits a Pareto tail "
+            f"to a fifth of them, at least 5 draws); this fit has {n_draws}. Sample more "
+            "(num_samples, num_chains)."
+        )
+    if not np.all(np.isfinite(flat)):
+        bad = int(np.sum(~np.all(np.isfinite(flat), axis=0)))
+        return f"PSIS-LOO cannot be computed: the log-likelihood of {bad} of {n} training " + (
+            "points is not finite." + _LOO_ADVICE
+        )
+    constant = np.ptp(flat, axis=0) == 0
+    if np.any(constant):
+        values = np.unique(flat[0, constant])
+        return (
+            f"PSIS-LOO cannot be computed: the log-likelihood of {int(constant.sum())} of {n} "
+            f"training points is the same in every draw (log p = {values[0]:g}"
+            + (" for all of them" if values.size == 1 else ", ...")
+            + "), so their leave-one-out importance ratios are constant and ArviZ's Pareto "
+            "smoothing has no tail to fit ('All tail values are the same'). This is the raw "
+            "rule of calibration=None: it gives most training points probability 1 to machine "
+            "precision." + _LOO_ADVICE
+        )
+    return None
+
+
+def loo(tree: xr.DataTree, **kwargs):
+    """``arviz.loo`` of a BM3KL DataTree, refused with a reason where PSIS cannot run.
+
+    Parameters
+    ----------
+    tree : xarray.DataTree
+        With a ``log_likelihood`` group (``BM3KLClassifier.to_datatree()``).
+    **kwargs
+        Passed to :func:`arviz_stats.loo` (e.g. ``pointwise=True``).
+
+    Returns
+    -------
+    arviz_stats.ELPDData
+
+    Raises
+    ------
+    ValueError
+        When :func:`loo_problem` finds the log-likelihood unusable, or ArviZ's Pareto fit fails
+        on it anyway; the message says why and what to do instead.
+    """
+    from arviz_stats import loo as arviz_loo
+
+    if "log_likelihood" not in tree.children:
+        raise ValueError(
+            "the tree has no log_likelihood group; use the tree of a fitted classifier "
+            "(clf.to_datatree())"
+        )
+    problem = loo_problem(tree["log_likelihood"]["y"].values)
+    if problem is not None:
+        raise ValueError(problem)
+    try:
+        return arviz_loo(tree, **kwargs)
+    except ValueError as exc:
+        if "tail" not in str(exc):
+            raise
+        raise ValueError(
+            f"PSIS-LOO failed in ArviZ ({exc}): the largest importance ratios of some training "
+            "points are all equal (their log-likelihood barely varies between draws)." + _LOO_ADVICE
+        ) from exc
 
 
 def add_predictions(tree: xr.DataTree, proba, classes) -> xr.DataTree:
@@ -207,12 +353,12 @@ def add_predictions(tree: xr.DataTree, proba, classes) -> xr.DataTree:
     proba = np.asarray(proba)
     chains, draws, M, K = proba.shape
     ds = xr.Dataset(
-        {"proba": (("chain", "draw", "obs", "class"), proba)},
+        {"proba": (("chain", "draw", "obs", CLASS_DIM), proba)},
         coords={
             "chain": np.arange(chains),
             "draw": np.arange(draws),
             "obs": np.arange(M),
-            "class": _storable(np.asarray(classes)),
+            CLASS_DIM: _storable(np.asarray(classes)),
         },
     )
     out = tree.copy()

@@ -33,7 +33,7 @@ from bayesmkl._fitting import (
     validate_fit_input,
     validate_params,
 )
-from bayesmkl._params import estimator_init
+from bayesmkl._params import BM3KL_PARAMS
 from bayesmkl._posterior import PosteriorMixin
 from bayesmkl._weights import effective_sample_weight
 from bayesmkl._x64 import with_x64
@@ -42,7 +42,7 @@ from bayesmkl.inference.chains import resolve_chain_method
 from bayesmkl.inference.runlength import sample_until_converged
 from bayesmkl.inference.runner import ChainRunner
 from bayesmkl.inference.sampler import BM3KL
-from bayesmkl.model import Hyper, signed_targets
+from bayesmkl.model import signed_targets
 
 __all__ = ["BM3KLClassifier", "EXTRA_FIELDS", "enable_compilation_cache", "make_rng_key"]
 
@@ -232,31 +232,45 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
     (5, 2)
     """
 
-    __init__ = estimator_init(
-        "bsvm16",
-        **Hyper()._asdict(),
-        sampler="collapsed",
-        step_size=0.01,
-        n_leapfrog=10,
-        nu_update="gibbs",
-        num_warmup=300,
-        num_samples="auto",
-        num_chains=4,
-        chain_method="vectorized",
-        rhat_target=1.01,
-        ess_target=400,
-        max_samples=2000,
-        max_time=None,
-        binary_mode="single",
-        decision="proba",
-        calibration="cv",
-        kernel_dtype="float64",
-        random_state=None,
-        progress_bar=True,
-        class_weight=None,
-        kernel_names=None,
-        warm_start=False,
-    )
+    _param_defaults = BM3KL_PARAMS
+
+    def __init__(
+        self, kernels="bsvm16", *, eta=1.0, alpha_a=1.0, beta_a=0.1, kappa=1e-10,
+        bias_prior_var=1e-4, gamma0=100.0, sampler="collapsed", step_size=0.01, n_leapfrog=10,
+        nu_update="gibbs", num_warmup=300, num_samples="auto", num_chains=4,
+        chain_method="vectorized", rhat_target=1.01, ess_target=400, max_samples=2000,
+        max_time=None, binary_mode="single", decision="proba", calibration="cv",
+        kernel_dtype="float64", random_state=None, progress_bar=True, class_weight=None,
+        kernel_names=None, warm_start=False,
+    ):  # fmt: skip
+        self.kernels = kernels
+        self.eta = eta
+        self.alpha_a = alpha_a
+        self.beta_a = beta_a
+        self.kappa = kappa
+        self.bias_prior_var = bias_prior_var
+        self.gamma0 = gamma0
+        self.sampler = sampler
+        self.step_size = step_size
+        self.n_leapfrog = n_leapfrog
+        self.nu_update = nu_update
+        self.num_warmup = num_warmup
+        self.num_samples = num_samples
+        self.num_chains = num_chains
+        self.chain_method = chain_method
+        self.rhat_target = rhat_target
+        self.ess_target = ess_target
+        self.max_samples = max_samples
+        self.max_time = max_time
+        self.binary_mode = binary_mode
+        self.decision = decision
+        self.calibration = calibration
+        self.kernel_dtype = kernel_dtype
+        self.random_state = random_state
+        self.progress_bar = progress_bar
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
+        self.warm_start = warm_start
 
     # ------------------------------------------------------------------------------------
     # validation

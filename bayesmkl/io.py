@@ -93,7 +93,8 @@ def pool_to_state(pool: KernelPool) -> tuple[dict, dict]:
     -------
     meta : dict
         ``recipe`` (list of spec dicts) and the options ``standardize, normalize, center,
-        dtype, poly_offset, n_features``, plus ``n_features_in`` when fitted.
+        dtype, poly_offset, n_features``, plus ``n_features_in`` and ``feature_names_in``
+        (column names that name the kernels, or ``None``) when fitted.
     arrays : dict of str → ndarray
         The fitted statistics (empty for an unfitted pool).
     """
@@ -109,6 +110,8 @@ def pool_to_state(pool: KernelPool) -> tuple[dict, dict]:
     arrays = {}
     if pool.is_fitted:
         meta["n_features_in"] = int(pool.n_features_in_)
+        names = getattr(pool, "feature_names_in_", None)
+        meta["feature_names_in"] = None if names is None else [str(n) for n in names]
         for attr in _POOL_ARRAYS:
             value = getattr(pool, attr, None)
             if value is not None:
@@ -140,8 +143,9 @@ def pool_from_state(meta: dict, arrays: dict | None = None) -> KernelPool:
     )
     if arrays:
         pool.restore_fitted(
-            int(meta["n_features_in"]), **{attr: arrays.get(attr) for attr in _POOL_ARRAYS}
-        )
+            int(meta["n_features_in"]), meta.get("feature_names_in"),  # absent in older files
+            **{attr: arrays.get(attr) for attr in _POOL_ARRAYS},
+        )  # fmt: skip
     return pool
 
 
@@ -362,6 +366,6 @@ def _calibrator_from_json(d, tree) -> dict:
 
 
 def _version() -> str:
-    import bayesmkl
+    from bayesmkl._version import __version__
 
-    return bayesmkl.__version__
+    return __version__

@@ -9,8 +9,16 @@ Every function accepts either a fitted :class:`~bayesmkl.BM3KLClassifier` or the
 * :func:`plot_kernel_weights`: forest plot of the top-k kernel weights (posterior mean and an
   equal-tailed interval, 89 % by default);
 * :func:`plot_trace`: traces and per-chain histograms of w for the top-k kernels;
-* :func:`plot_reliability`: reliability diagram of predictive probabilities;
+* :func:`plot_reliability`: reliability diagram of predictive probabilities (equal-count bins
+  with Wilson intervals; the numbers are :func:`reliability_bins`);
 * :func:`plot_sample_weights`: posterior mean |a| per training point (the "support vectors").
+
+The two figures of w show how far they can be trusted: the rank-normalised R-hat and bulk ESS of
+every weight shown (:func:`weight_convergence`), and, when the run is not converged, a red title
+that ends in ``NOT CONVERGED (max R-hat 1.87)`` (or ``LOW ESS (min bulk ESS 35 < 400)``). For a
+classifier the targets are its ``rhat_target`` and ``ess_target`` and its ``run_report_``
+counts too (it also monitors the decision values); for bare draws R-hat ≤ 1.01 and bulk ESS ≥
+100 per chain (Vehtari et al. 2021).
 """
 
 from __future__ import annotations
@@ -18,43 +26,50 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
+from bayesmkl._plot_data import (
+    ReliabilityBins,
+    WeightConvergence,
+    confidence_and_hits,
+    reliability_bins,
+    top_kernels,
+    weight_convergence,
+    weights_and_names,
+)
+
 __all__ = [
     "plot_kernel_weights",
     "plot_reliability",
     "plot_sample_weights",
     "plot_trace",
+    "reliability_bins",
+    "ReliabilityBins",
     "top_kernels",
+    "weight_convergence",
+    "WeightConvergence",
 ]
 
-
-def _weights_and_names(source, kernel_names=None):
-    """``w (chains, draws, P)`` and names from a classifier or an array."""
-    if hasattr(source, "posterior_"):
-        return np.asarray(source.posterior_["w"]), list(source.kernel_names_)
-    w = np.asarray(source, dtype=float)
-    if w.ndim == 2:
-        w = w[None]
-    if w.ndim != 3:
-        raise ValueError(f"w must have shape (chains, draws, P) or (draws, P); got {w.shape}")
-    names = [f"K{m}" for m in range(w.shape[-1])] if kernel_names is None else list(kernel_names)
-    if len(names) != w.shape[-1]:
-        raise ValueError(f"got {len(names)} kernel names for {w.shape[-1]} kernels")
-    return w, names
+#: Colour of the marks of an unconverged run.
+WARN_COLOR = "#c00000"
 
 
-def top_kernels(w, top_k: int) -> np.ndarray:
-    """Indices of the ``top_k`` kernels by posterior mean weight, largest first.
-
-    ``w: (chains, draws, P)`` → ``(min(top_k, P),)``.
-    """
-    mean = np.asarray(w).reshape(-1, np.shape(w)[-1]).mean(axis=0)
-    return np.argsort(-mean, kind="stable")[: max(1, min(int(top_k), mean.size))]
+def _title(ax_or_fig, text: str, mark: str, **kwargs) -> None:
+    """``text``, or, for an unconverged run, ``text`` and ``MARK`` below it, in bold red."""
+    setter = ax_or_fig.set_title if hasattr(ax_or_fig, "set_title") else ax_or_fig.suptitle
+    if mark:
+        setter(f"{text}\n{mark}", color=WARN_COLOR, fontweight="bold", **kwargs)
+    else:
+        setter(text, **kwargs)
 
 
 def plot_kernel_weights(
-    source, kernel_names=None, *, top_k: int = 10, prob: float = 0.89, figsize=None
-) -> Figure:
-    """Forest plot of the kernel weights w.
+    source, kernel_names=None, *, top_k: int = 10, prob: float = 0.89, rhat_target=None,
+    ess_target=None, figsize=None,
+) -> Figure:  # fmt: skip
+    """Forest plot of the kernel weights w, with R-hat and bulk ESS per weight.
+
+    The right margin gives each weight's R-hat and bulk ESS (red where a target is missed); the
+    title turns red and ends in the mark of :func:`weight_convergence` (``NOT CONVERGED (max
+    R-hat 1.87)``) when the run is not converged.
 
     Parameters
     ----------
@@ -66,12 +81,15 @@ def plot_kernel_weights(
         Kernels shown (largest posterior mean first).
     prob : float, default 0.89
         Mass of the equal-tailed interval (thick line); the thin line spans all draws.
+    rhat_target, ess_target : float, optional
+        Convergence targets (see :func:`weight_convergence`).
 
     Returns
     -------
     matplotlib.figure.Figure
     """
-    w, names = _weights_and_names(source, kernel_names)
+    w, names = weights_and_names(source, kernel_names)
+    conv = weight_convergence(source, rhat_target=rhat_target, ess_target=ess_target)
     flat = w.reshape(-1, w.shape[-1])
     idx = top_kernels(w, top_k)
     lo, hi = np.quantile(flat[:, idx], [(1 - prob) / 2, (1 + prob) / 2], axis=0)
@@ -94,25 +112,41 @@ def plot_kernel_weights(
     ax.set_xlabel("kernel weight w")
     ax.set_xlim(left=0)
     ax.grid(axis="x", alpha=0.3)
-    ax.set_title(f"Top {k} of {w.shape[-1]} kernels ({w.shape[0]} chain(s) × {w.shape[1]} draws)")
+    title = f"Top {k} of {w.shape[-1]} kernels ({w.shape[0]} chain(s) × {w.shape[1]} draws)"
+    _title(ax, title, conv.mark)
     ax.legend(loc="lower right", fontsize="small", frameon=False)
+    stats = ax.twinx()  # R-hat and ESS of each row, on the right
+    stats.set_ylim(ax.get_ylim())
+    stats.set_yticks(ypos, [conv.label(m) for m in idx])
+    stats.tick_params(axis="y", length=0, labelsize="small")
+    for text, m in zip(stats.get_yticklabels(), idx, strict=True):
+        text.set_color(WARN_COLOR if conv.bad(m) else "0.25")
     return fig
 
 
-def plot_trace(source, kernel_names=None, *, top_k: int = 4, figsize=None) -> Figure:
+def plot_trace(
+    source, kernel_names=None, *, top_k: int = 4, rhat_target=None, ess_target=None, figsize=None
+) -> Figure:
     """Trace plot of w for the top-k kernels: draws per chain (left) and histograms (right).
+
+    Each row's title gives the weight's R-hat and bulk ESS (red where a target is missed); the
+    figure title turns red and ends in the mark of :func:`weight_convergence` (``NOT CONVERGED
+    (max R-hat 1.87)``) when the run is not converged.
 
     Parameters
     ----------
     source : BM3KLClassifier or array (chains, draws, P)
     kernel_names : sequence of str, optional
     top_k : int, default 4
+    rhat_target, ess_target : float, optional
+        Convergence targets (see :func:`weight_convergence`).
 
     Returns
     -------
     matplotlib.figure.Figure
     """
-    w, names = _weights_and_names(source, kernel_names)
+    w, names = weights_and_names(source, kernel_names)
+    conv = weight_convergence(source, rhat_target=rhat_target, ess_target=ess_target)
     idx = top_kernels(w, top_k)
     k = len(idx)
     fig = Figure(figsize=figsize or (9.0, 1.9 * k + 0.6), layout="constrained")
@@ -126,22 +160,34 @@ def plot_trace(source, kernel_names=None, *, top_k: int = 4, figsize=None) -> Fi
             ax_h.hist(w[c, :, m], bins=bins, color=f"C{c}", alpha=0.5, orientation="horizontal")
         ax_t.set_ylabel("w", rotation=0, labelpad=8)
         ax_t.set_title(names[m], fontsize="medium", loc="left")
+        color = WARN_COLOR if conv.bad(m) else "0.25"
+        ax_t.set_title(conv.label(m), fontsize="small", loc="right", color=color)
         ax_h.set_yticks([])
         ax_h.sharey(ax_t)
     axes[-1, 0].set_xlabel("draw (after warm-up)")
     axes[-1, 1].set_xlabel("count")
     if w.shape[0] > 1:
         axes[0, 0].legend(fontsize="small", ncols=min(4, w.shape[0]), frameon=False)
+    title = (
+        f"w of the top {k} of {w.shape[-1]} kernels ({w.shape[0]} chain(s) × {w.shape[1]} draws)"
+    )
+    _title(fig, title, conv.mark, fontsize="medium")
     return fig
 
 
-def plot_reliability(y_true, proba, classes=None, *, n_bins: int = 10, figsize=None) -> Figure:
-    """Reliability diagram of predictive probabilities.
+def plot_reliability(
+    y_true, proba, classes=None, *, n_bins: int = 10, strategy: str = "quantile",
+    min_count: int = 10, prob: float = 0.95, figsize=None,
+) -> Figure:  # fmt: skip
+    """Reliability diagram of predictive probabilities, with an interval per bin.
 
     Binary problems show the frequency of the positive class (``classes[1]``) against the
     predicted probability; multiclass problems show the accuracy of the top class against its
-    predicted probability (confidence). Bins are equal-width; a histogram of the predicted
-    values is drawn underneath. The title gives the expected calibration error (ECE).
+    predicted probability (confidence). Bins hold equal numbers of points by default, none
+    fewer than ``min_count`` (:func:`reliability_bins`), and each observed frequency has its
+    Wilson interval (``prob``), so a bin's departure from the diagonal can be told from
+    binomial noise. Underneath, a histogram of the predicted values with the bin edges
+    (dotted). The title gives the number of bins and the expected calibration error (ECE).
 
     Parameters
     ----------
@@ -151,59 +197,36 @@ def plot_reliability(y_true, proba, classes=None, *, n_bins: int = 10, figsize=N
         Predicted probabilities, columns in the order of ``classes``.
     classes : array (K,), optional
         Column labels (default: the sorted unique labels of ``y_true``), e.g. ``clf.classes_``.
-    n_bins : int, default 10
+    n_bins, strategy, min_count, prob
+        Binning and interval coverage, see :func:`reliability_bins`.
 
     Returns
     -------
     matplotlib.figure.Figure
     """
-    y_true = np.asarray(y_true)
-    proba = np.asarray(proba, dtype=float)
-    if proba.ndim != 2 or proba.shape[0] != y_true.shape[0]:
-        raise ValueError(
-            f"proba must be (M, K) with M = len(y_true) = {y_true.shape[0]}; got {proba.shape}"
-        )
-    classes = np.unique(y_true) if classes is None else np.asarray(classes)
-    if len(classes) != proba.shape[1]:
-        raise ValueError(f"{len(classes)} classes for {proba.shape[1]} probability columns")
-    if proba.shape[1] == 2:
-        conf = proba[:, 1]
-        hit = (y_true == classes[1]).astype(float)
-        xlabel, ylabel = f"predicted P(y = {classes[1]})", "observed frequency"
-    else:
-        top = np.argmax(proba, axis=1)
-        conf = proba[np.arange(len(top)), top]
-        hit = (classes[top] == y_true).astype(float)
-        xlabel, ylabel = "confidence (top-class probability)", "accuracy"
-    edges = np.linspace(0.0, 1.0, n_bins + 1)
-    which = np.clip(np.digitize(conf, edges[1:-1]), 0, n_bins - 1)
-    counts = np.bincount(which, minlength=n_bins)
-    sum_conf = np.bincount(which, weights=conf, minlength=n_bins)
-    sum_hit = np.bincount(which, weights=hit, minlength=n_bins)
-    ok = counts > 0
-    mean_conf = sum_conf[ok] / counts[ok]
-    freq = sum_hit[ok] / counts[ok]
-    ece = float(np.sum(counts[ok] * np.abs(freq - mean_conf)) / max(1, counts.sum()))
-
+    bins = reliability_bins(y_true, proba, classes, n_bins=n_bins, strategy=strategy,
+                            min_count=min_count, prob=prob)  # fmt: skip
+    conf, _, (xlabel, ylabel) = confidence_and_hits(y_true, proba, classes)
     fig = Figure(figsize=figsize or (5.2, 5.6), layout="constrained")
     ax, ax_h = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1])
     ax.plot([0, 1], [0, 1], "--", color="0.5", lw=1, label="perfect calibration")
-    ax.plot(mean_conf, freq, "o-", color="C0", label="model")
+    ax.errorbar(
+        bins.confidence, bins.frequency,
+        yerr=[bins.frequency - bins.lower, bins.upper - bins.frequency],
+        fmt="o-", color="C0", capsize=3, label=f"model ({prob:.0%} Wilson intervals)",
+    )  # fmt: skip
     ax.set_xlim(0, 1)
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel(ylabel)
-    ax.set_title(f"Reliability ({len(y_true)} points, ECE = {ece:.3f})")
+    ax.set_title(
+        f"Reliability ({conf.size} points, {bins.count.size} bins of ≥ {bins.count.min()}, "
+        f"ECE = {bins.ece:.3f})"
+    )
     ax.legend(loc="upper left", frameon=False)
     ax.grid(alpha=0.3)
-    ax_h.bar(
-        edges[:-1],
-        counts,
-        width=1.0 / n_bins,
-        align="edge",
-        color="C0",
-        alpha=0.6,
-        edgecolor="white",
-    )
+    ax_h.hist(conf, bins=20, range=(0, 1), color="C0", alpha=0.6, edgecolor="white")
+    for edge in bins.edges[1:-1]:
+        ax_h.axvline(edge, color="0.3", ls=":", lw=1)
     ax_h.set_xlabel(xlabel)
     ax_h.set_ylabel("count")
     return fig

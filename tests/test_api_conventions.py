@@ -106,8 +106,9 @@ def _documented_defaults(cls):
 @pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
 def test_documented_defaults_match_the_signature(cls):
     """A ``default=`` in the docstring is the signature's default: shared docstring entries
-    (``_docstrings.py``) and parameter tables (``_params.estimator_init``) are written in two
-    places, so a changed default in one must show up here."""
+    (``_docstrings.py``) and the parameter tables and hand-written signatures
+    (:mod:`bayesmkl._params`) write a default in several places, so a changed default in one
+    must show up here."""
     import ast
 
     defaults = {p.name: p.default for p in _params(cls)}
@@ -122,3 +123,73 @@ def test_documented_defaults_match_the_signature(cls):
         assert value == defaults[name], (
             f"{cls.__name__}.{name}: doc {text}, signature {defaults[name]!r}"
         )
+
+
+# --------------------------------------------------------------------------------------------
+# hand-written __init__ (issue 23): what editors and type checkers read
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
+def test_hand_written_init_agrees_with_the_parameter_table(cls):
+    """Names, order, defaults (value and type) and keyword-only-ness of the written-out
+    ``__init__`` equal the class's table ``_param_defaults``, and the body stores every
+    argument verbatim under its own name (each gets a distinct sentinel object)."""
+    from bayesmkl._params import signature_problems
+
+    assert signature_problems(cls) == []
+    assert "def __init__(" in inspect.getsource(cls.__init__)
+    sentinels = {name: object() for name in cls._param_defaults}
+    est = cls(**sentinels)
+    for name, sentinel in sentinels.items():
+        assert getattr(est, name) is sentinel, f"{cls.__name__}.{name}"
+
+
+def test_signature_problems_sees_each_kind_of_difference():
+    """The checker itself: a renamed, reordered, retyped or positional parameter is reported."""
+    from bayesmkl._params import signature_problems
+
+    def make(table, init):
+        return type("Est", (), {"_param_defaults": table, "__init__": init})
+
+    def ok(self, kernels="k", *, C=1.0, tol=0.1):
+        pass
+
+    def swapped(self, kernels="k", *, tol=0.1, C=1.0):
+        pass
+
+    def positional(self, kernels="k", C=1.0, *, tol=0.1):
+        pass
+
+    table = {"kernels": "k", "C": 1.0, "tol": 0.1}
+    assert signature_problems(make(table, ok)) == []
+    assert "parameters" in signature_problems(make(table, swapped))[0]
+    assert "keyword-only" in " ".join(signature_problems(make(table, positional)))
+    retyped = signature_problems(make({**table, "C": 1}, ok))
+    assert retyped == ["Est: C defaults to 1.0 (float) in __init__ but to 1 (int) in the table"]
+    ok.__signature__ = inspect.signature(ok)
+    assert "generated __signature__" in signature_problems(make(table, ok))[0]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "from bayesmkl import BM3KLClassifier\nBM3KLClassifier(",
+        "from bayesmkl.baselines import BM3KLMAP\nBM3KLMAP(",
+    ],
+)
+def test_jedi_lists_the_parameters(code):
+    """An editor's completion (jedi, statically: no import of the package) sees the
+    parameters, through the packages' lazy ``__getattr__`` too."""
+    from pathlib import Path
+
+    jedi = pytest.importorskip("jedi")
+    root = Path(__file__).resolve().parent.parent
+    script = jedi.Script(
+        code, path=root / "probe.py", project=jedi.Project(root),
+        environment=jedi.InterpreterEnvironment(),
+    )  # fmt: skip
+    signatures = script.get_signatures()
+    assert len(signatures) == 1
+    names = [p.name for p in signatures[0].params]
+    assert "gamma0" in names and names[0] == "kernels"

@@ -260,10 +260,12 @@ def test_crossfit_slices_kernels_and_clones_parameters():
     K = rng.normal(size=(P, N, N))
     y = np.repeat([0, 1], 15)
     _Recorder.log = []
-    with pytest.warns(UserWarning, match="3 cross-fitting fits .* R-hat is high") as rec:
+    with pytest.warns(
+        UserWarning, match=r"3 of the 3 cross-fitting .*\(folds 0, 1, 2\) warned: R-hat is high"
+    ) as rec:
         draws, index = crossfit_decision_draws(_Recorder(random_state=4), K, y, n_folds=3,
                                                seed=10)  # fmt: skip
-    assert sum("cross-fitting" in str(w.message) for w in rec) == 1  # one summary warning
+    assert sum("cross-fitting" in str(w.message) for w in rec) == 1  # one per warning class
     assert len(draws) == 3 and len(_Recorder.log) == 3
     np.testing.assert_array_equal(np.sort(np.concatenate(index)), np.arange(N))
     runs = zip(_Recorder.log, draws, index, strict=True)
@@ -276,6 +278,76 @@ def test_crossfit_slices_kernels_and_clones_parameters():
         np.testing.assert_array_equal(yfit, y[tr])
         np.testing.assert_allclose(F[0, :, 0], K[:, va][:, :, tr].sum(axis=(0, 2)))
         assert np.bincount(y[va]).tolist() == [5, 5]  # stratified
+
+
+class _Warner(_Recorder):
+    """Stand-in whose fits warn as the sampler does: fold 0 diverges, every fold is short."""
+
+    def fit(self, K, y, sample_weight=None):
+        from sklearn.exceptions import ConvergenceWarning
+
+        from bayesmkl._checks import SamplerDivergenceWarning
+
+        if self.random_state == 1:  # fold 0 (seed 0)
+            msg = "5.0% of the kept sweeps were flagged diverging"
+            warnings.warn(msg, SamplerDivergenceWarning, stacklevel=1)
+        warnings.warn(f"R-hat {1.5 + self.random_state / 10}", ConvergenceWarning, stacklevel=1)
+        return self
+
+
+def test_crossfit_warnings_keep_their_class():
+    """A refit's divergence or convergence warning is re-raised in its own class (issue 23: a
+    single UserWarning summary escaped ``filterwarnings`` on ``SamplerDivergenceWarning``),
+    once per class, naming the folds; a filter on the class treats it like the main fit's."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    import bayesmkl
+    from bayesmkl._checks import SamplerDivergenceWarning
+
+    assert bayesmkl.SamplerDivergenceWarning is SamplerDivergenceWarning  # public name
+    K, y = np.zeros((1, 30, 30)), np.repeat([0, 1], 15)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        crossfit_decision_draws(_Warner(), K, y, n_folds=3, seed=0)
+    assert [w.category for w in rec] == [SamplerDivergenceWarning, ConvergenceWarning]
+    assert str(rec[0].message) == (
+        "1 of the 3 cross-fitting refits for calibration (fold 0) warned: 5.0% of the kept "
+        "sweeps were flagged diverging"
+    )
+    assert str(rec[1].message).startswith(
+        "3 of the 3 cross-fitting refits for calibration (folds 0, 1, 2) warned: R-hat 1.6 | "
+        "R-hat 1.7"
+    )
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        warnings.simplefilter("ignore", SamplerDivergenceWarning)
+        crossfit_decision_draws(_Warner(), K, y, n_folds=3, seed=0)
+    assert [w.category for w in rec] == [ConvergenceWarning]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SamplerDivergenceWarning)
+        with pytest.raises(SamplerDivergenceWarning, match="cross-fitting refits"):
+            crossfit_decision_draws(_Warner(), K, y, n_folds=3, seed=0)
+
+
+def test_refit_divergence_warning_has_the_main_fits_class(monkeypatch):
+    """End to end, with every fit made to flag its diverging sweeps: the main fit and the
+    calibration refits warn with ``SamplerDivergenceWarning``, both pointing at the caller."""
+    from functools import partial
+
+    from test_estimator import TINY, tiny_data, tiny_pool
+
+    from bayesmkl import estimator
+    from bayesmkl._checks import SamplerDivergenceWarning, check_draws
+
+    monkeypatch.setattr(estimator, "check_draws", partial(check_draws, warn_fraction=-1.0))
+    X, y = tiny_data()
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        BM3KLClassifier(kernels=tiny_pool(), **{**TINY, "calibration": 2}).fit(X, y)
+    div = [w for w in rec if issubclass(w.category, SamplerDivergenceWarning)]
+    assert len(div) == 2 and "cross-fitting refits" in str(div[1].message)
+    assert {w.filename for w in div} == {__file__}
+    assert not [w for w in rec if w.category is UserWarning and "cross-fitting" in str(w.message)]
 
 
 def test_crossfit_passes_fold_weights_without_class_weight():

@@ -8,7 +8,7 @@ import pytest
 from test_estimator import SMALL, small_data
 
 from bayesmkl import BM3KLClassifier
-from bayesmkl.diagnostics import add_predictions, build_datatree, classifier_labels
+from bayesmkl.diagnostics import CLASS_DIM, add_predictions, build_datatree, classifier_labels
 
 
 def synthetic(chains=2, draws=30, P=4, C=3, N=7, seed=0):
@@ -43,11 +43,11 @@ def test_groups_dims_coords():
     assert {"posterior", "sample_stats", "observed_data"} <= set(tree.children)
     p = tree["posterior"]
     assert p["w"].dims == ("chain", "draw", "kernel")
-    assert p["a"].dims == ("chain", "draw", "classifier", "obs")
-    assert p["b"].dims == ("chain", "draw", "classifier")
-    assert p["lam"].dims == ("chain", "draw", "classifier", "obs")
+    assert p["a"].dims == ("chain", "draw", "class", "obs")
+    assert p["b"].dims == ("chain", "draw", "class")
+    assert p["lam"].dims == ("chain", "draw", "class", "obs")
     assert p["w"].coords["kernel"].values.tolist() == names
-    assert p["a"].coords["classifier"].values.tolist() == ["x", "y", "z"]
+    assert p["a"].coords["class"].values.tolist() == ["x", "y", "z"]
     np.testing.assert_array_equal(p["a"].values, post["a"])
     s = tree["sample_stats"]
     assert set(s.data_vars) == {"acceptance_rate", "diverging", "lp", "step_size"}
@@ -81,6 +81,25 @@ def test_add_predictions():
     assert pred.shape == (2, 30, 5, 3)
 
 
+def test_one_class_dimension_in_every_group():
+    """Posterior and predictions index classes by the same dimension, ``class``, so one
+    selection works on both; ArviZ's summary labels it (no clash with its own dimensions)."""
+    post, stats = synthetic()
+    classes = np.array(["x", "y", "z"])
+    tree = build_datatree(post, stats, kernel_names=list("abcd"), classes=classes,
+                          y=np.array(list("xyzxyzx")))  # fmt: skip
+    proba = np.random.default_rng(0).dirichlet(np.ones(3), size=(2, 30, 5))
+    tree = add_predictions(tree, proba, classes)
+    dims = {d for node in tree.subtree for d in node.to_dataset().dims}
+    assert CLASS_DIM == "class" and "classifier" not in dims
+    for var in (tree["posterior"]["a"], tree["posterior"]["b"], tree["predictions"]["proba"]):
+        assert CLASS_DIM in var.dims
+        assert var.coords[CLASS_DIM].values.tolist() == ["x", "y", "z"]
+    np.testing.assert_array_equal(tree["posterior"]["b"].sel({"class": "y"}), post["b"][..., 1])
+    np.testing.assert_array_equal(tree["predictions"]["proba"].sel({"class": "y"}), proba[..., 1])
+    assert az.summary(tree, var_names=["b"]).index.tolist() == ["b[x]", "b[y]", "b[z]"]
+
+
 @pytest.fixture(scope="module")
 def fitted():
     Xtr, ytr, Xte, _ = small_data()
@@ -92,7 +111,7 @@ def test_estimator_datatree_and_summary(fitted):
     tree = clf.to_datatree()
     assert tree["posterior"]["w"].coords["kernel"].values.tolist() == clf.kernel_names_
     assert tree["posterior"]["a"].shape == (2, 10, 1, 100)
-    assert tree["posterior"]["a"].coords["classifier"].values.tolist() == [1]
+    assert tree["posterior"]["a"].coords["class"].values.tolist() == [1]
     np.testing.assert_array_equal(tree["observed_data"]["y"].values, clf.y_train_)
     summ = az.summary(tree, var_names=["w"])
     assert len(summ) == 16
@@ -133,3 +152,75 @@ def test_log_likelihood_group_feeds_arviz_loo_and_compare():
         "log_likelihood"
         not in build_datatree(post, stats, kernel_names=list("abcd"), classes=[0, 1, 2]).children
     )
+
+
+# --------------------------------------------------------------------------------------------
+# energy and PSIS-LOO (issue 23): refusals that say why
+# --------------------------------------------------------------------------------------------
+
+
+def test_no_energy_and_the_reason_is_recorded():
+    """No move is an HMC transition of the posterior, so no ``energy`` is written (it would
+    not be a Hamiltonian on one scale) and ArviZ's energy diagnostics refuse the tree."""
+    from bayesmkl.diagnostics import NO_ENERGY
+
+    post, stats = synthetic()
+    tree = build_datatree(post, stats, kernel_names=list("abcd"), classes=[0, 1, 2])
+    assert "energy" not in tree["sample_stats"].data_vars
+    assert tree["sample_stats"].attrs["energy"] == NO_ENERGY
+    assert "not recorded" in NO_ENERGY
+    with pytest.raises(KeyError, match="energy"):
+        az.bfmi(tree)
+
+
+def _tree_with(ll):
+    chains, draws, n = ll.shape
+    post, stats = synthetic(chains=chains, draws=draws, N=n)
+    return build_datatree(post, stats, kernel_names=list("abcd"), classes=[0, 1, 2],
+                          y=np.arange(n) % 3, log_likelihood=ll)  # fmt: skip
+
+
+def test_loo_refuses_a_constant_log_likelihood_where_arviz_fails():
+    """The raw rule's log-likelihood is exactly 0 in every draw for most training points:
+    ``az.loo`` fails obscurely; ``diagnostics.loo`` says why and what to do first."""
+    from bayesmkl.diagnostics import loo, loo_problem
+
+    rng = np.random.default_rng(2)
+    ll = np.zeros((2, 40, 7))
+    ll[..., :2] = np.log(rng.uniform(0.2, 0.95, size=(2, 40, 2)))
+    tree = _tree_with(ll)
+    with pytest.raises(ValueError, match="All tail values are the same"):
+        az.loo(tree)
+    with pytest.raises(ValueError, match=r"5 of 7 training points is the same in every draw") as e:
+        loo(tree)
+    assert "calibration='cv'" in str(e.value) and "loo_kfold" in str(e.value)
+    assert tree["log_likelihood"].attrs["psis_loo"] == str(e.value) == loo_problem(ll)
+    assert "too few" not in str(e.value)
+    with pytest.raises(ValueError, match="at least 25 posterior draws"):
+        loo(_tree_with(np.log(rng.uniform(0.2, 0.95, size=(2, 10, 7)))))
+    ll[0, 0, 3] = -np.inf
+    assert "not finite" in loo_problem(ll)
+
+
+def test_loo_runs_where_psis_can():
+    from bayesmkl.diagnostics import loo, loo_problem
+
+    ll = np.log(np.random.default_rng(1).uniform(0.2, 0.95, size=(2, 40, 7)))
+    tree = _tree_with(ll)
+    assert loo_problem(ll) is None and "psis_loo" not in tree["log_likelihood"].attrs
+    assert loo(tree, pointwise=True).elpd == pytest.approx(az.loo(tree).elpd, rel=1e-12)
+
+
+def test_classifier_loo_refuses_the_raw_rule():
+    """A real ``calibration=None`` fit (two one-vs-all classifiers, whose softmax gives log p
+    exactly 0): ``clf.loo()`` refuses with the reason, ``az.loo`` fails in ArviZ."""
+    from test_estimator import TINY, tiny_data, tiny_pool
+
+    X, y = tiny_data()
+    clf = BM3KLClassifier(kernels=tiny_pool(), binary_mode="ova", **TINY).fit(X, y)
+    tree = clf.to_datatree()
+    with pytest.raises(ValueError, match="All tail values are the same"):
+        az.loo(tree)
+    with pytest.raises(ValueError, match="the same in every draw .*calibration='cv'"):
+        clf.loo()
+    assert "psis_loo" in tree["log_likelihood"].attrs

@@ -22,6 +22,27 @@ from bayesmkl.estimator import make_rng_key
 SMALL = dict(num_warmup=40, num_samples=10, num_chains=2, progress_bar=False)
 
 
+#: A tiny configuration for tests of the output (names, DataTree, plots, warnings): 40 points,
+#: 2 features, 3 kernels, 2 chains of 30 draws, raw probabilities (no calibration refits).
+TINY = dict(num_warmup=20, num_samples=30, num_chains=2, calibration=None, progress_bar=False,
+            random_state=0)  # fmt: skip
+
+
+def tiny_pool():
+    """One Gaussian per feature and a linear kernel on all: P = d + 1."""
+    from bayesmkl import KernelPool
+    from bayesmkl.kernels import KernelSpec
+
+    return KernelPool([KernelSpec("gauss", 1.0, "each"), KernelSpec("poly", 1)])
+
+
+def tiny_data(n=40, seed=3):
+    """``(X (n, 2), y (n,))``: two overlapping classes (so some training points are misfit)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    return X, (X[:, 0] + 0.8 * rng.normal(size=n) > 0).astype(int)
+
+
 def small_data():
     """100 training and 40 test points of the breast-cancer data (both classes present)."""
     X, y, _ = load_demo()
@@ -327,3 +348,21 @@ def test_run_length_parameters_are_validated(data, params, match):
     Xtr, ytr, _, _ = data
     with pytest.raises(ValueError, match=match):
         BM3KLClassifier(progress_bar=False, **params).fit(Xtr, ytr)
+
+
+def test_dataframe_columns_name_the_kernels():
+    """Per-feature kernels of a DataFrame fit are named by column, for BM3KL and a baseline, in
+    ``kernel_names_`` and in the DataTree's ``kernel`` coordinate (issue 23)."""
+    pd = pytest.importorskip("pandas")
+    from bayesmkl.baselines import AverageMKL
+
+    X, y = tiny_data()
+    df = pd.DataFrame(X, columns=["age", "dose"])
+    names = ["gauss(s=1)[age]", "gauss(s=1)[dose]", "poly(d=1)[all]"]
+    clf = BM3KLClassifier(kernels=tiny_pool(), **TINY).fit(df, y)
+    assert clf.kernel_names_ == names
+    assert clf.to_datatree()["posterior"]["w"].coords["kernel"].values.tolist() == names
+    assert AverageMKL(kernels=tiny_pool()).fit(df, y).kernel_names_ == names
+    assert BM3KLClassifier(kernels=tiny_pool(), **TINY).fit(X, y).kernel_names_[0] == (
+        "gauss(s=1)[x0]"
+    )

@@ -95,6 +95,12 @@ def test_pool_state_round_trip():
     np.testing.assert_array_equal(back.cross_kernels(Xnew), pool.cross_kernels(Xnew))
     unfitted = pool_from_state(meta)
     assert not unfitted.is_fitted
+    named = KernelPool.simplemkl().fit(X, feature_names=["age", "dose", "bmi"])
+    meta, arrays = pool_to_state(named)
+    back = pool_from_state(json.loads(json.dumps(meta)), arrays)
+    assert back.names == named.names and "gauss(s=1)[dose]" in back.names
+    del meta["feature_names_in"]  # a file written before kernels were named by column
+    assert pool_from_state(meta, arrays).names == pool.names
 
 
 def test_kernelpool_parameter_is_saved(fitted, tmp_path):

@@ -66,10 +66,10 @@ def test_wine_proba_is_mean_softmax_psi(wine_fit):
     np.testing.assert_allclose(clf.decision_function(Xte), F.mean(axis=0), atol=1e-12)
 
 
-def test_wine_datatree_classifier_coords(wine_fit):
+def test_wine_datatree_class_coords(wine_fit):
     clf, _, _ = wine_fit
     tree = clf.to_datatree()
-    assert tree["posterior"]["a"].coords["classifier"].values.tolist() == [0, 1, 2]
+    assert tree["posterior"]["a"].coords["class"].values.tolist() == [0, 1, 2]
     assert tree["posterior"]["w"].sizes["kernel"] == 182
 
 

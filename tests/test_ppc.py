@@ -34,8 +34,8 @@ def test_class_coordinates_keep_the_label_type():
     post, stats = synthetic(C=1)
     tree = build_datatree(post, stats, kernel_names=list("abcd"), classes=np.array([3, 7]))
     a = tree["posterior"]["a"]
-    assert a.coords["classifier"].values.tolist() == [7]  # the positive class, an int
-    np.testing.assert_array_equal(a.sel(classifier=7).values, post["a"][:, :, 0])
+    assert a.coords["class"].values.tolist() == [7]  # the positive class, an int
+    np.testing.assert_array_equal(a.sel({"class": 7}).values, post["a"][:, :, 0])
     proba = np.random.default_rng(0).dirichlet(np.ones(2), size=(2, 30, 5))
     pred = add_predictions(tree, proba, np.array([3, 7]))["predictions"]["proba"]
     np.testing.assert_array_equal(pred.sel({"class": 7}).values, proba[..., 1])

@@ -20,6 +20,21 @@ BM3KLMAP               MAP estimate of the BM3KL posterior
 =====================  ==================================================================
 """
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # static analysers (jedi, pyright, mypy) cannot see through __getattr__
+    from bayesmkl.baselines.average import AverageMKL as AverageMKL
+    from bayesmkl.baselines.average import BestSingleKernelSVM as BestSingleKernelSVM
+    from bayesmkl.baselines.bemkl import BEMKL as BEMKL
+    from bayesmkl.baselines.lpmkl import LpMKL as LpMKL
+    from bayesmkl.baselines.map import BM3KLMAP as BM3KLMAP
+    from bayesmkl.baselines.mkmmc import MKMMC as MKMMC
+    from bayesmkl.baselines.mlmkl import MLMKLSA as MLMKLSA
+    from bayesmkl.baselines.mlmkl import MLMKLSum as MLMKLSum
+    from bayesmkl.baselines.sgmkl import SGMKL as SGMKL
+    from bayesmkl.baselines.simplemkl import SimpleMKL as SimpleMKL
+    from bayesmkl.baselines.softmargin import SoftMarginMKL as SoftMarginMKL
+
 _MODULES = {
     "AverageMKL": "average",
     "BestSingleKernelSVM": "average",

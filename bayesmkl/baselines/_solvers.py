@@ -28,7 +28,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bayesmkl._params import estimator_init
 from bayesmkl._validation import MAX_TIME, Interval, validate_params
 from bayesmkl.baselines._base import MKLClassifierBase
 from bayesmkl.baselines._budget import Budget
@@ -288,8 +287,9 @@ ITERATIVE_PARAMS = {"C": 1.0, "tol": 1e-3, "max_iter": 500, **SVM_OPTIONS}
 class IterativeMKLClassifier(MKLClassifierBase):
     """Base of the MKL estimators that alternate SVM solves and weight updates.
 
-    Subclasses with more parameters build their ``__init__`` from those and
-    :data:`ITERATIVE_PARAMS` (or :data:`SVM_OPTIONS`) with :func:`bayesmkl._params.estimator_init`.
+    Subclasses with more parameters write their own ``__init__`` and parameter table
+    ``_param_defaults`` (their own parameters, then :data:`ITERATIVE_PARAMS` or
+    :data:`SVM_OPTIONS`; see :mod:`bayesmkl._params`).
     """
 
     #: Constraints of the shared parameters (see :mod:`bayesmkl._validation`), checked in order.
@@ -301,7 +301,20 @@ class IterativeMKLClassifier(MKLClassifierBase):
         "max_time": MAX_TIME,
     }
 
-    __init__ = estimator_init("simplemkl", **ITERATIVE_PARAMS)
+    _param_defaults = dict(kernels="simplemkl", **ITERATIVE_PARAMS)
+
+    def __init__(
+        self, kernels="simplemkl", *, C=1.0, tol=1e-3, max_iter=500, svc_tol=1e-6, max_time=None,
+        class_weight=None, kernel_names=None,
+    ):  # fmt: skip
+        self.kernels = kernels
+        self.C = C
+        self.tol = tol
+        self.max_iter = max_iter
+        self.svc_tol = svc_tol
+        self.max_time = max_time
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
     def _solver_options(self, sample_weight=None) -> SolverOptions:
         """The checked ``C, tol, max_iter, svc_tol, max_time`` with ``sample_weight``."""

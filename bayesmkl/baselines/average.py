@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
-from bayesmkl._params import estimator_init
 from bayesmkl._validation import check_int, check_positive
 from bayesmkl.baselines._base import MKLClassifierBase
 from bayesmkl.baselines._docstrings import shared_doc
@@ -48,9 +47,18 @@ class AverageMKL(MKLClassifierBase):
     classes_ : ndarray
     """
 
-    __init__ = estimator_init(
-        "simplemkl", C=1.0, svc_tol=1e-6, class_weight=None, kernel_names=None
-    )
+    _param_defaults = dict(
+        kernels="simplemkl", C=1.0, svc_tol=1e-6, class_weight=None, kernel_names=None,
+    )  # fmt: skip
+
+    def __init__(
+        self, kernels="simplemkl", *, C=1.0, svc_tol=1e-6, class_weight=None, kernel_names=None,
+    ):  # fmt: skip
+        self.kernels = kernels
+        self.C = C
+        self.svc_tol = svc_tol
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         C = check_positive("C", self.C)
@@ -117,9 +125,22 @@ class BestSingleKernelSVM(MKLClassifierBase):
     classes_ : ndarray
     """
 
-    __init__ = estimator_init(
-        "simplemkl", C=1.0, cv=5, svc_tol=1e-6, random_state=0, class_weight=None, kernel_names=None
-    )
+    _param_defaults = dict(
+        kernels="simplemkl", C=1.0, cv=5, svc_tol=1e-6, random_state=0, class_weight=None,
+        kernel_names=None,
+    )  # fmt: skip
+
+    def __init__(
+        self, kernels="simplemkl", *, C=1.0, cv=5, svc_tol=1e-6, random_state=0, class_weight=None,
+        kernel_names=None,
+    ):  # fmt: skip
+        self.kernels = kernels
+        self.C = C
+        self.cv = cv
+        self.svc_tol = svc_tol
+        self.random_state = random_state
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         C = check_positive("C", self.C)

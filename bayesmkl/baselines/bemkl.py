@@ -11,7 +11,6 @@ from scipy.special import expit, log_ndtr
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from bayesmkl._params import estimator_init
 from bayesmkl._validation import check_int, check_positive
 from bayesmkl.baselines._base import MKLClassifierBase
 from bayesmkl.baselines._bemkl_vb import _VB, _Prior, elbo, truncated_normal_moments
@@ -80,22 +79,31 @@ class BEMKL(MKLClassifierBase):
     kernel_names_ : list of str
     """
 
-    __init__ = estimator_init(
-        "simplemkl",
-        sparse=False,
-        n_iter=200,
-        sigma_g=0.1,
-        margin=1.0,
-        alpha_lambda=1.0,
-        beta_lambda=1.0,
-        alpha_gamma=1.0,
-        beta_gamma=1.0,
-        alpha_omega=None,
-        beta_omega=None,
-        random_state=None,
-        max_time=None,
-        kernel_names=None,
-    )
+    _param_defaults = dict(
+        kernels="simplemkl", sparse=False, n_iter=200, sigma_g=0.1, margin=1.0, alpha_lambda=1.0,
+        beta_lambda=1.0, alpha_gamma=1.0, beta_gamma=1.0, alpha_omega=None, beta_omega=None,
+        random_state=None, max_time=None, kernel_names=None,
+    )  # fmt: skip
+
+    def __init__(
+        self, kernels="simplemkl", *, sparse=False, n_iter=200, sigma_g=0.1, margin=1.0,
+        alpha_lambda=1.0, beta_lambda=1.0, alpha_gamma=1.0, beta_gamma=1.0, alpha_omega=None,
+        beta_omega=None, random_state=None, max_time=None, kernel_names=None,
+    ):  # fmt: skip
+        self.kernels = kernels
+        self.sparse = sparse
+        self.n_iter = n_iter
+        self.sigma_g = sigma_g
+        self.margin = margin
+        self.alpha_lambda = alpha_lambda
+        self.beta_lambda = beta_lambda
+        self.alpha_gamma = alpha_gamma
+        self.beta_gamma = beta_gamma
+        self.alpha_omega = alpha_omega
+        self.beta_omega = beta_omega
+        self.random_state = random_state
+        self.max_time = max_time
+        self.kernel_names = kernel_names
 
     def _prior(self) -> _Prior:
         a_om = self.alpha_omega

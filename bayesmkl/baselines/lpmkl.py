@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from bayesmkl._params import estimator_init
 from bayesmkl._validation import Interval, check_param
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._simplex import lp_min_ratio, lp_support
@@ -113,7 +112,23 @@ class LpMKL(IterativeMKLClassifier):
     classes_ : ndarray
     """
 
-    __init__ = estimator_init("simplemkl", p=2.0, C=1.0, tol=1e-5, max_iter=1000, **SVM_OPTIONS)
+    _param_defaults = dict(
+        kernels="simplemkl", p=2.0, C=1.0, tol=1e-5, max_iter=1000, **SVM_OPTIONS,
+    )  # fmt: skip
+
+    def __init__(
+        self, kernels="simplemkl", *, p=2.0, C=1.0, tol=1e-5, max_iter=1000, svc_tol=1e-6,
+        max_time=None, class_weight=None, kernel_names=None,
+    ):  # fmt: skip
+        self.kernels = kernels
+        self.p = p
+        self.C = C
+        self.tol = tol
+        self.max_iter = max_iter
+        self.svc_tol = svc_tol
+        self.max_time = max_time
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         p = check_p(self.p)

@@ -44,7 +44,6 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import betaln, logsumexp
 
-from bayesmkl._params import estimator_init
 from bayesmkl._validation import MAX_TIME, Interval, Options, validate_params
 from bayesmkl._x64 import with_x64
 from bayesmkl.baselines._base import MKLClassifierBase
@@ -154,17 +153,30 @@ class BM3KLMAP(MKLClassifierBase):
     n_iter_ : int
     """
 
-    __init__ = estimator_init(
-        "bsvm16",
-        **Hyper()._asdict(),
-        binary_mode="single",
-        max_iter=200,
-        tol=1e-7,
-        n_grid=400,
-        max_time=None,
-        class_weight=None,
-        kernel_names=None,
-    )
+    _param_defaults = dict(
+        kernels="bsvm16", **Hyper()._asdict(), binary_mode="single", max_iter=200, tol=1e-7,
+        n_grid=400, max_time=None, class_weight=None, kernel_names=None,
+    )  # fmt: skip
+
+    def __init__(
+        self, kernels="bsvm16", *, eta=1.0, alpha_a=1.0, beta_a=0.1, kappa=1e-10,
+        bias_prior_var=1e-4, gamma0=100.0, binary_mode="single", max_iter=200, tol=1e-7,
+        n_grid=400, max_time=None, class_weight=None, kernel_names=None,
+    ):  # fmt: skip
+        self.kernels = kernels
+        self.eta = eta
+        self.alpha_a = alpha_a
+        self.beta_a = beta_a
+        self.kappa = kappa
+        self.bias_prior_var = bias_prior_var
+        self.gamma0 = gamma0
+        self.binary_mode = binary_mode
+        self.max_iter = max_iter
+        self.tol = tol
+        self.n_grid = n_grid
+        self.max_time = max_time
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
     def fit(self, X, y, sample_weight=None):
         """Compute the MAP estimate; ``sample_weight (N,)`` weights the likelihood terms."""

@@ -35,7 +35,6 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from bayesmkl._params import estimator_init
 from bayesmkl._validation import Interval, check_choice, check_int, check_param, validate_labels
 from bayesmkl.baselines._base import fit_kernel_input
 from bayesmkl.baselines._budget import Budget
@@ -151,18 +150,25 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
     kernel_names_ : list of str
     """
 
-    __init__ = estimator_init(
-        "simplemkl",
-        n_components=None,
-        max_iter=50,
-        tol=1e-6,
-        theta_solver="auto",
-        n_restarts=10,
-        random_state=None,
-        n_vertex_starts=10,
-        max_time=None,
-        kernel_names=None,
-    )
+    _param_defaults = dict(
+        kernels="simplemkl", n_components=None, max_iter=50, tol=1e-6, theta_solver="auto",
+        n_restarts=10, random_state=None, n_vertex_starts=10, max_time=None, kernel_names=None,
+    )  # fmt: skip
+
+    def __init__(
+        self, kernels="simplemkl", *, n_components=None, max_iter=50, tol=1e-6, theta_solver="auto",
+        n_restarts=10, random_state=None, n_vertex_starts=10, max_time=None, kernel_names=None,
+    ):  # fmt: skip
+        self.kernels = kernels
+        self.n_components = n_components
+        self.max_iter = max_iter
+        self.tol = tol
+        self.theta_solver = theta_solver
+        self.n_restarts = n_restarts
+        self.random_state = random_state
+        self.n_vertex_starts = n_vertex_starts
+        self.max_time = max_time
+        self.kernel_names = kernel_names
 
     @shared_doc
     def fit(self, X, y, sample_weight=None):

@@ -32,7 +32,6 @@ from scipy.optimize import linprog
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, column_or_1d
 
-from bayesmkl._params import estimator_init
 from bayesmkl._validation import Interval, check_int, check_param, check_positive
 from bayesmkl.baselines._base import MKLClassifierBase, fit_kernel_input
 from bayesmkl.baselines._budget import Budget, check_max_time
@@ -327,22 +326,31 @@ class MLMKLSA(_MLMKLBase):
     {{mlmkl_attributes}}
     """
 
-    __init__ = estimator_init(
-        "simplemkl",
-        C=1.0,
-        max_iter=1000,
-        min_iter=50,
-        tol=1e-4,
-        delta=0.2,
-        eta_p=None,
-        eta_gamma=None,
-        eta_scale=2.0,
-        svc_tol=1e-6,
-        random_state=None,
-        max_time=None,
-        class_weight=None,
-        kernel_names=None,
-    )
+    _param_defaults = dict(
+        kernels="simplemkl", C=1.0, max_iter=1000, min_iter=50, tol=1e-4, delta=0.2, eta_p=None,
+        eta_gamma=None, eta_scale=2.0, svc_tol=1e-6, random_state=None, max_time=None,
+        class_weight=None, kernel_names=None,
+    )  # fmt: skip
+
+    def __init__(
+        self, kernels="simplemkl", *, C=1.0, max_iter=1000, min_iter=50, tol=1e-4, delta=0.2,
+        eta_p=None, eta_gamma=None, eta_scale=2.0, svc_tol=1e-6, random_state=None, max_time=None,
+        class_weight=None, kernel_names=None,
+    ):  # fmt: skip
+        self.kernels = kernels
+        self.C = C
+        self.max_iter = max_iter
+        self.min_iter = min_iter
+        self.tol = tol
+        self.delta = delta
+        self.eta_p = eta_p
+        self.eta_gamma = eta_gamma
+        self.eta_scale = eta_scale
+        self.svc_tol = svc_tol
+        self.random_state = random_state
+        self.max_time = max_time
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
     def _validate_params(self) -> None:
         super()._validate_params()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from bayesmkl._params import estimator_init
 from bayesmkl._validation import Interval, check_param
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._simplex import elastic_net_min_ratio, elastic_net_support
@@ -74,7 +73,21 @@ class SGMKL(IterativeMKLClassifier):
     {{gap_attributes}}
     """
 
-    __init__ = estimator_init("simplemkl", v=0.5, **ITERATIVE_PARAMS)
+    _param_defaults = dict(kernels="simplemkl", v=0.5, **ITERATIVE_PARAMS)
+
+    def __init__(
+        self, kernels="simplemkl", *, v=0.5, C=1.0, tol=1e-3, max_iter=500, svc_tol=1e-6,
+        max_time=None, class_weight=None, kernel_names=None,
+    ):  # fmt: skip
+        self.kernels = kernels
+        self.v = v
+        self.C = C
+        self.tol = tol
+        self.max_iter = max_iter
+        self.svc_tol = svc_tol
+        self.max_time = max_time
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         v = check_v(self.v)

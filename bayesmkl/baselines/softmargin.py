@@ -28,7 +28,6 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from bayesmkl._params import estimator_init
 from bayesmkl._validation import check_choice, check_positive
 from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._docstrings import shared_doc
@@ -218,7 +217,22 @@ class SoftMarginMKL(IterativeMKLClassifier):
     {{gap_attributes}}
     """
 
-    __init__ = estimator_init("simplemkl", loss="hinge", theta=1.0, **ITERATIVE_PARAMS)
+    _param_defaults = dict(kernels="simplemkl", loss="hinge", theta=1.0, **ITERATIVE_PARAMS)
+
+    def __init__(
+        self, kernels="simplemkl", *, loss="hinge", theta=1.0, C=1.0, tol=1e-3, max_iter=500,
+        svc_tol=1e-6, max_time=None, class_weight=None, kernel_names=None,
+    ):  # fmt: skip
+        self.kernels = kernels
+        self.loss = loss
+        self.theta = theta
+        self.C = C
+        self.tol = tol
+        self.max_iter = max_iter
+        self.svc_tol = svc_tol
+        self.max_time = max_time
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         check_choice("loss", self.loss, LOSSES)

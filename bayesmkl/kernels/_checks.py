@@ -11,6 +11,7 @@ __all__ = [
     "KernelMemoryError",
     "NotFittedError",
     "check_X",
+    "feature_names_of",
     "check_finite_kernels",
     "check_gram",
     "check_kernel_memory",
@@ -166,6 +167,25 @@ def check_poly_offset(off) -> None:
         or not math.isfinite(float(off))
     ):
         raise ValueError(f"poly_offset must be a finite number; got {off!r}")
+
+
+def feature_names_of(X, d: int, feature_names=None):
+    """The names of the ``d`` columns of ``X`` as an object array, or ``None``.
+
+    ``feature_names`` when given (e.g. an estimator's ``feature_names_in_``), else the columns
+    of a DataFrame ``X``. Used only when they are ``d`` distinct strings (scikit-learn's rule
+    for ``feature_names_in_``, plus distinctness, so that kernel names stay unique); otherwise
+    kernels are named by column index.
+    """
+    names = getattr(X, "columns", None) if feature_names is None else feature_names
+    if names is None:
+        return None
+    names = list(names)
+    if len(names) != d or not all(isinstance(n, str) for n in names):
+        return None
+    if len(set(names)) != d:
+        return None
+    return np.asarray(names, dtype=object)
 
 
 def check_spec_features(specs, d: int) -> None:

@@ -67,13 +67,17 @@ class KernelInput:
     n_train: int
 
     @classmethod
-    def fit(cls, kernels, X, *, dtype=None, kernel_names=None) -> tuple[KernelInput, np.ndarray]:
+    def fit(
+        cls, kernels, X, *, dtype=None, kernel_names=None, feature_names=None
+    ) -> tuple[KernelInput, np.ndarray]:
         """Resolve ``kernels``, build the training kernels from ``X``; return ``(input, K)``.
 
         ``X`` is a feature matrix ``(N, d)``, or for ``kernels="precomputed"`` a stack
         ``(P, N, N)`` or a list of Gram matrices. ``K`` has shape ``(P, N, N)``.
         ``kernel_names`` (one string per kernel) names precomputed kernels; a pool names its
-        kernels itself, so giving names with a pool is an error.
+        kernels itself, so giving names with a pool is an error. ``feature_names`` (an
+        estimator's ``feature_names_in_``, when ``X`` has become an array) or a DataFrame's
+        string columns name a pool's single-column kernels, e.g. ``gauss(s=1)[age]``.
         """
         pool = resolve_kernels(kernels)
         if pool is None:
@@ -86,7 +90,7 @@ class KernelInput:
         else:
             if dtype is not None:
                 pool.dtype = dtype
-            pool.fit(X)
+            pool.fit(X, feature_names=feature_names)
             K, names = pool.train_kernels(), list(pool.names)
         if dtype is not None:
             K = K.astype(dtype, copy=False)

@@ -23,9 +23,8 @@ specs too; they are evaluated one by one in NumPy and share the same preprocessi
 :mod:`bayesmkl.kernels.custom`).
 
 Where things live: :mod:`.spec` (:class:`KernelSpec`, the named recipes' widths and degrees),
-:mod:`._compute` (grouping, chunking, the jitted block), :mod:`._checks` (input, finiteness and
-memory checks), :mod:`.precomputed` (:func:`validate_precomputed`). Their public names are
-re-exported here.
+:mod:`._compute` (grouping, chunking, the jitted block), :mod:`._checks` (input, finiteness,
+memory), :mod:`.precomputed` (:func:`validate_precomputed`); public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -44,6 +43,7 @@ from bayesmkl.kernels._checks import (
     check_spec_features,
     check_storage_dtype,
     check_X,
+    feature_names_of,
     kernel_memory_limit,
 )
 from bayesmkl.kernels._compute import compute_kernels, standardise, training_row_means
@@ -111,6 +111,8 @@ class KernelPool:
         The specs as given (templates unexpanded).
     n_features_in_ : int
         Number of features seen at fit.
+    feature_names_in_ : ndarray of str or None
+        Column names (see :meth:`fit`), which then name the kernels: ``gauss(s=1)[age]``.
     mean_, scale_ : ndarray, shape (d,), or None
         Standardisation statistics (None when ``standardize=False``).
     X_fit_ : ndarray, shape (N, d)
@@ -276,12 +278,13 @@ class KernelPool:
                 "kernel per feature at fit(X), so its kernels, names and length are unknown "
                 "until then; call fit(X) first"
             )
-        return [e for s in self.recipe for e in s.expand(self.n_features_in_)]
+        d, names = self.n_features_in_, getattr(self, "feature_names_in_", None)
+        return [e for s in self.recipe for e in s.expand(d, names)]
 
     @property
     def names(self) -> list[str]:
         """Readable kernel names in pool order, e.g. ``['gauss(s=0.125)[all]', ...]``."""
-        return [s.name for s in self.specs]
+        return [s.name_with(getattr(self, "feature_names_in_", None)) for s in self.specs]
 
     def __len__(self) -> int:
         if self.is_recipe and self.is_fitted:
@@ -326,20 +329,22 @@ class KernelPool:
         check_poly_offset(self.poly_offset)
 
     @with_x64
-    def fit(self, X) -> KernelPool:
+    def fit(self, X, feature_names=None) -> KernelPool:
         """Learn the training statistics from ``X``.
 
         Parameters
         ----------
-        X : array, shape (N, d)
-            Training features (finite).
+        X : array or DataFrame, shape (N, d)
+            Training features (finite). String column names of a DataFrame name the kernels.
+        feature_names : sequence of str, optional
+            Column names for an array ``X`` (used when they are d distinct strings).
 
         Returns
         -------
         self
         """
         self._check_options()
-        X = check_X(X, "X")
+        X, raw = check_X(X, "X"), X
         N, d = X.shape
         if self.n_features is not None and d != self.n_features:
             raise ValueError(
@@ -357,7 +362,7 @@ class KernelPool:
         grand = None if row_means is None else row_means.mean(axis=1)
         self.mean_, self.scale_ = mean, sd
         self.row_means_, self.grand_means_ = row_means, grand
-        self.n_features_in_ = d
+        self.n_features_in_, self.feature_names_in_ = d, feature_names_of(raw, d, feature_names)
         self.X_fit_ = Xs
         self._fit_signature = self._signature()
         return self
@@ -372,10 +377,10 @@ class KernelPool:
             )
         self._check_options()
 
-    def restore_fitted(self, n_features_in: int, **arrays) -> KernelPool:
+    def restore_fitted(self, n_features_in: int, feature_names_in=None, **arrays) -> KernelPool:
         """Set the fitted statistics of a saved pool instead of refitting it (used by
-        :func:`bayesmkl.io.pool_from_state`): ``n_features_in`` and the arrays named in
-        :data:`FITTED_ARRAYS` (``X_fit_`` required, the others default to ``None``)."""
+        :func:`bayesmkl.io.pool_from_state`): ``n_features_in``, ``feature_names_in`` and the
+        arrays in :data:`FITTED_ARRAYS` (``X_fit_`` required, the others default to ``None``)."""
         unknown = set(arrays) - set(FITTED_ARRAYS)
         if unknown:
             raise ValueError(f"unknown fitted arrays {sorted(unknown)}; known: {FITTED_ARRAYS}")
@@ -384,6 +389,7 @@ class KernelPool:
         for attr in FITTED_ARRAYS:
             setattr(self, attr, arrays.get(attr))
         self.n_features_in_ = int(n_features_in)
+        self.feature_names_in_ = feature_names_of(None, self.n_features_in_, feature_names_in)
         self._fit_signature = self._signature()
         return self
 

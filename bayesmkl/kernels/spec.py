@@ -75,9 +75,16 @@ def _coerce_features(features):
     return tuple(out)
 
 
-def _features_label(features) -> str:
+def _features_label(features, feature_names=None) -> str:
+    """``x3``, ``x0:76``, ``x0,x5`` ...; with ``feature_names`` (one per column of X) the
+    columns' names instead: ``age``, ``age,income``, ``f0,f1,...,f75 (76 cols)``."""
     if isinstance(features, str):
         return features
+    if feature_names is not None:
+        names = [str(feature_names[c]) for c in features]
+        if len(names) <= 6:
+            return ",".join(names)
+        return f"{names[0]},{names[1]},...,{names[-1]} ({len(names)} cols)"
     if len(features) == 1:
         return f"x{features[0]}"
     if features == tuple(range(features[0], features[-1] + 1)):
@@ -182,9 +189,16 @@ class KernelSpec:
     def name(self) -> str:
         """Readable name, e.g. ``gauss(s=0.25)[x7]``, ``poly(d=2)[all]``, ``linear[fou]``,
         ``rbf(gamma=0.5)[all]``, ``callable:my_func[x0:4]``, or the ``display_name``."""
+        return self.name_with()
+
+    def name_with(self, feature_names=None) -> str:
+        """:attr:`name`, with the columns named by ``feature_names`` (one string per column of
+        X, e.g. a DataFrame's columns) rather than ``x<j>``: ``gauss(s=0.25)[age]``."""
         if self.display_name is not None:
             return self.display_name
-        feats = self.label if self.label is not None else _features_label(self.features)
+        feats = (
+            self.label if self.label is not None else _features_label(self.features, feature_names)
+        )
         if self.is_custom:
             return f"{custom.head_name(self._family, self.kind, self.param or ())}[{feats}]"
         if self.kind == "gauss":
@@ -200,13 +214,16 @@ class KernelSpec:
         """True for ``features="each"`` (expanded to one kernel per feature at fit)."""
         return self.features == "each"
 
-    def expand(self, n_features: int) -> list[KernelSpec]:
-        """Concrete specs for data with ``n_features`` columns (templates give one per column)."""
+    def expand(self, n_features: int, feature_names=None) -> list[KernelSpec]:
+        """Concrete specs for data with ``n_features`` columns (templates give one per column;
+        a ``display_name`` gets ``[x<j>]`` appended, or the column's name from
+        ``feature_names``)."""
         if self.is_template:
             dn = self.display_name
+            col = (lambda j: f"x{j}") if feature_names is None else (lambda j: feature_names[j])
             return [
                 KernelSpec(self.kind, self.param, (j,),
-                           display_name=None if dn is None else f"{dn}[x{j}]")
+                           display_name=None if dn is None else f"{dn}[{col(j)}]")
                 for j in range(n_features)
             ]  # fmt: skip
         return [self]

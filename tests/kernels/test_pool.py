@@ -387,3 +387,39 @@ def test_restore_fitted_reproduces_the_fitted_pool(data):
         KernelPool.bsvm16().restore_fitted(D, X_fit_=Xtr, colour_=1)
     with pytest.raises(ValueError, match="X_fit_"):
         KernelPool.bsvm16().restore_fitted(D, mean_=Xtr.mean(axis=0))
+
+
+def test_dataframe_columns_name_the_kernels(data):
+    """A DataFrame's string columns (or ``feature_names`` for an array) replace ``x<j>`` in the
+    kernel names; the kernels themselves are those of the bare array (issue 23)."""
+    pd = pytest.importorskip("pandas")
+    Xtr, Xte = data
+    cols = ["age", "income", "bmi", "dose", "score"]
+    recipe = [
+        KernelSpec("gauss", 1.0, "each"),
+        KernelSpec("poly", 2, [0, 3]),
+        KernelSpec("linear", None, "each", display_name="lin"),
+        KernelSpec("poly", 1),
+    ]
+    by_frame = KernelPool(recipe).fit(pd.DataFrame(Xtr, columns=cols))
+    assert by_frame.names == [*(f"gauss(s=1)[{c}]" for c in cols), "poly(d=2)[age,dose]",
+                              *(f"lin[{c}]" for c in cols), "poly(d=1)[all]"]  # fmt: skip
+    assert by_frame.feature_names_in_.tolist() == cols
+    by_array = KernelPool(recipe).fit(Xtr, feature_names=cols)
+    assert by_array.names == by_frame.names
+    plain = KernelPool(recipe).fit(Xtr)
+    assert plain.names[0] == "gauss(s=1)[x0]" and plain.feature_names_in_ is None
+    # (a DataFrame's array is column-major, so sums may round differently)
+    np.testing.assert_allclose(by_frame.train_kernels(), plain.train_kernels(), rtol=1e-12)
+    np.testing.assert_allclose(by_frame.cross_kernels(Xte), plain.cross_kernels(Xte), rtol=1e-12)
+    # names that cannot name kernels are not used: non-strings, repeats, a wrong count
+    for bad in ([0, 1, 2, 3, 4], ["a", "a", "b", "c", "d"], ["a", "b"]):
+        assert KernelPool(recipe).fit(Xtr, feature_names=bad).names == plain.names
+    # a refit on an array forgets the names; restore_fitted takes them back
+    assert KernelPool(recipe).fit(pd.DataFrame(Xtr, columns=cols)).fit(Xtr).names == plain.names
+    arrays = {"X_fit_": by_frame.X_fit_, "mean_": by_frame.mean_, "scale_": by_frame.scale_}
+    restored = KernelPool(recipe).restore_fitted(D, cols, **arrays)
+    assert restored.names == by_frame.names
+    # the shared kernel input passes an estimator's feature_names_in_ through
+    kin, _ = KernelInput.fit(KernelPool(recipe), Xtr, feature_names=cols)
+    assert kin.names == by_frame.names
