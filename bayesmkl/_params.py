@@ -28,7 +28,8 @@ __all__ = ["BM3KL_PARAMS", "signature_problems"]
 #: rather than in the class body, which holds the hand-written ``__init__``).
 BM3KL_PARAMS = dict(
     kernels="bsvm16",
-    **Hyper()._asdict(),
+    prior="default",
+    **dict.fromkeys(Hyper._fields),  # None: the named prior's value (bayesmkl.model.PRIORS)
     sampler="collapsed",
     step_size=0.01,
     n_leapfrog=10,

@@ -94,7 +94,8 @@ def _classifier(args, kernels):
 
     return BM3KLClassifier(
         kernels=kernels,
-        **{name: getattr(args, name) for name, _, _ in HYPER_OPTIONS},
+        prior=args.prior,
+        **{name: getattr(args, name) for name, _ in HYPER_OPTIONS},
         sampler=args.sampler,
         step_size=args.step_size,
         n_leapfrog=args.n_leapfrog,
@@ -196,17 +197,18 @@ DEMO_MAX_TIME = 30.0
 #: JAX to build the parser).
 MOVE_NAMES = ("collapsed", "gibbs", "exact", "rmala", "paper", "stable")
 
-#: The model's hyper-parameters as options ``--name`` (name, symbol, default). The defaults are
-#: ``bayesmkl.model.Hyper``'s (tests/test_api_conventions.py checks it), written out here so that
-#: building the parser does not import JAX.
+#: The model's hyper-parameters as options ``--name`` (name, symbol); each defaults to the value
+#: of the named ``--prior`` (``bayesmkl.model.PRIORS``, whose names are written out here so that
+#: building the parser does not import JAX; tests/test_api_conventions.py checks both).
 HYPER_OPTIONS = (
-    ("gamma0", "γ0", 100.0),
-    ("beta_a", "β_a", 0.1),
-    ("alpha_a", "α_a", 1.0),
-    ("eta", "η, Dirichlet concentration", 1.0),
-    ("kappa", "κ", 1e-10),
-    ("bias_prior_var", "τ, prior variance of the biases", 1e-4),
+    ("gamma0", "γ0"),
+    ("beta_a", "β_a"),
+    ("alpha_a", "α_a"),
+    ("eta", "η, Dirichlet concentration"),
+    ("kappa", "κ"),
+    ("bias_prior_var", "τ, prior variance of the biases"),
 )
+PRIOR_NAMES = ("default", "paper")
 
 
 def _num_samples(text: str):
@@ -219,7 +221,7 @@ def _num_samples(text: str):
 
 
 def _add_sampler_args(p, *, chains_default: int, max_time_default=None) -> None:
-    g = p.add_argument_group("sampler and hyper-parameters (model defaults: the paper's)")
+    g = p.add_argument_group("sampler and hyper-parameters")
     g.add_argument(
         "--num-warmup",
         type=int,
@@ -258,9 +260,10 @@ def _add_sampler_args(p, *, chains_default: int, max_time_default=None) -> None:
         help=f"number of chains (default {chains_default})",
     )
     g.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
-    for name, symbol, default in HYPER_OPTIONS:
+    _add_choice(g, "--prior", PRIOR_NAMES, "named hyper-parameters (the paper's: 'paper')")
+    for name, symbol in HYPER_OPTIONS:
         flag = "--" + name.replace("_", "-")
-        g.add_argument(flag, type=float, default=default, help=f"{symbol} (default {default:g})")
+        g.add_argument(flag, type=float, default=None, help=f"{symbol} (default: the prior's)")
     g.add_argument(
         "--sampler",
         choices=MOVE_NAMES,

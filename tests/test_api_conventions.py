@@ -53,18 +53,30 @@ def _defaults(fn):
 
 
 def test_hyper_parameter_defaults_agree_everywhere():
-    """The model's hyper-parameters are written out in the estimators' signatures (scikit-learn
-    needs them there), in the NumPyro kernel's and in the CLI (which must not import JAX to build
-    its parser); all must carry ``Hyper``'s defaults."""
-    from bayesmkl.cli import HYPER_OPTIONS
+    """The model's hyper-parameters are written out in the signatures of the MAP baseline and the
+    NumPyro kernel (the paper's, ``Hyper``'s), and in the classifier's and the CLI's as ``None``,
+    which means the named ``prior``'s value (``PRIORS``); the CLI (which must not import JAX to
+    build its parser) names the same priors and offers every hyper-parameter."""
+    from bayesmkl._fitting import resolve_hyper
+    from bayesmkl.cli import HYPER_OPTIONS, PRIOR_NAMES, build_parser
     from bayesmkl.inference.sampler import BM3KL
-    from bayesmkl.model import Hyper
+    from bayesmkl.model import PRIORS, Hyper
 
     hyper = Hyper()._asdict()
-    assert {name: default for name, _, default in HYPER_OPTIONS} == hyper
-    for fn in (bayesmkl.BM3KLClassifier, baselines.BM3KLMAP, BM3KL.__init__):
+    assert PRIORS["paper"] == Hyper()
+    assert {name for name, _ in HYPER_OPTIONS} == set(hyper)
+    assert PRIOR_NAMES == tuple(PRIORS) and PRIOR_NAMES[0] == "default"
+    for fn in (baselines.BM3KLMAP, BM3KL.__init__):
         defaults = _defaults(fn)
         assert {name: defaults[name] for name in hyper} == hyper, fn
+    defaults = _defaults(bayesmkl.BM3KLClassifier)
+    assert defaults["prior"] == "default" and all(defaults[name] is None for name in hyper)
+    args = build_parser().parse_args(["fit", "x.csv", "--out", "m.nc"])
+    assert args.prior == "default" and all(getattr(args, name) is None for name in hyper)
+    # resolution: the preset, with the user's own values on top
+    assert resolve_hyper(bayesmkl.BM3KLClassifier()) == PRIORS["default"]
+    clf = bayesmkl.BM3KLClassifier(prior="paper", gamma0=5.0)
+    assert resolve_hyper(clf) == Hyper(gamma0=5.0)
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)

@@ -116,12 +116,13 @@ def test_binary_proba_is_mean_sigmoid_psi(fitted, data):
     a = fitted.posterior_["a"].reshape(w.shape[0], -1)  # C = 1
     b = fitted.posterior_["b"].reshape(-1)
     f = np.stack([a[s] @ np.tensordot(w[s], Kt, axes=1).T + b[s] for s in range(len(w))])
-    p1 = np.mean(1.0 / (1.0 + np.exp(-_psi(f, 100.0))), axis=0)
+    assert fitted.gamma0_ == 1.0  # the default prior's γ0
+    p1 = np.mean(1.0 / (1.0 + np.exp(-_psi(f, 1.0))), axis=0)
     raw = copy.deepcopy(fitted).set_params(calibration=None)
     np.testing.assert_allclose(raw.predict_proba(Xte)[:, 1], p1, rtol=0, atol=1e-12)
     # the rule uses the fit's γ0 (gamma0_), not a parameter changed after fitting
-    raw.set_params(gamma0=1.0)
-    assert raw.gamma0_ == 100.0
+    raw.set_params(gamma0=100.0)
+    assert raw.gamma0_ == 1.0
     np.testing.assert_allclose(raw.predict_proba(Xte)[:, 1], p1, rtol=0, atol=1e-12)
     T, beta = fitted.calibrator_.temperature, fitted.calibrator_.intercept
     p1_cal = np.mean(1.0 / (1.0 + np.exp(-(T * f + beta))), axis=0)

@@ -84,11 +84,11 @@ def test_loo_calibration_is_the_psis_weighted_map(fitted):
     with x64_scope():
         F = np.asarray(draw_decision_values(w, a, b, K))
         delta = signed_targets(codes, 2)
-        ll = np.asarray(log_pseudo_likelihood_terms(np.swapaxes(F, 1, 2), delta[None], 100.0))
+        ll = np.asarray(log_pseudo_likelihood_terms(np.swapaxes(F, 1, 2), delta[None], clf.gamma0_))
     lw, _ = psis_log_weights(ll.sum(axis=1))
-    ref = fit_calibrator([F], [codes], gamma0=100.0, log_weights=[lw])
+    ref = fit_calibrator([F], [codes], gamma0=clf.gamma0_, log_weights=[lw])
     assert cal.temperature == pytest.approx(ref.temperature, rel=1e-6)
     assert cal.intercept == pytest.approx(ref.intercept, rel=1e-6, abs=1e-9)
     # and it differs from the map on unweighted training draws (the weights matter)
-    plain = fit_calibrator([F], [codes], gamma0=100.0)
+    plain = fit_calibrator([F], [codes], gamma0=clf.gamma0_)
     assert abs(plain.temperature - cal.temperature) > 1e-3 * cal.temperature

@@ -36,8 +36,8 @@ __all__ = [
 
 #: Parameters that define the posterior (with the data).
 POSTERIOR_PARAMS = (
-    "kernels", "eta", "alpha_a", "beta_a", "kappa", "bias_prior_var", "gamma0", "binary_mode",
-    "kernel_dtype", "class_weight",
+    "kernels", "prior", "eta", "alpha_a", "beta_a", "kappa", "bias_prior_var", "gamma0",
+    "binary_mode", "kernel_dtype", "class_weight",
 )  # fmt: skip
 #: Parameters that define the Markov chain whose state is continued.
 CHAIN_PARAMS = ("sampler", "step_size", "n_leapfrog", "nu_update", "num_warmup", "num_chains")
