@@ -16,6 +16,8 @@ MLMKLSum, MLMKLSA      multi-label MKL, summed or worst-class by stochastic appr
 MKMMC                  multiple-kernel maximum margin criterion + 1-NN (Gu & Zhou)
 BEMKL                  Bayesian efficient MKL by variational Bayes (Gönen 2012); sparse=True
                        gives sBEMKL
+M3K                    multiclass (Crammer–Singer) MKL maximising the multiclass margin,
+                       ‖μ‖_q ≤ 1 (Cortes, Mohri & Rostamizadeh 2013)
 BM3KLMAP               MAP estimate of the BM3KL posterior
 =====================  ==================================================================
 """
@@ -31,6 +33,7 @@ _MODULES = {
     "MLMKLSA": "mlmkl",
     "MKMMC": "mkmmc",
     "BEMKL": "bemkl",
+    "M3K": "m3k",
     "BM3KLMAP": "map",
 }
 
