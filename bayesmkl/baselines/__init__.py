@@ -18,6 +18,8 @@ BEMKL                  Bayesian efficient MKL by variational Bayes (Gönen 2012)
                        gives sBEMKL
 M3K                    multiclass (Crammer–Singer) MKL maximising the multiclass margin,
                        ‖μ‖_q ≤ 1 (Cortes, Mohri & Rostamizadeh 2013)
+OBSCURE                p-norm multiclass MKL by online-batch stochastic mirror descent
+                       (Orabona, Jie & Caputo 2010)
 BM3KLMAP               MAP estimate of the BM3KL posterior
 =====================  ==================================================================
 """
@@ -34,6 +36,7 @@ _MODULES = {
     "MKMMC": "mkmmc",
     "BEMKL": "bemkl",
     "M3K": "m3k",
+    "OBSCURE": "obscure",
     "BM3KLMAP": "map",
 }
 
