@@ -162,6 +162,8 @@ def run_obscure(K, codes, n_classes, *, C, p, tol, max_iter, max_time, rng, samp
                 A[i, y] += w
                 A[i, other] -= w
                 c = link_weights(sq, q)
+        sq = np.einsum("cmi,ic->m", G, A)  # resynchronise the running ‖θ_m‖² (rounding)
+        c = link_weights(sq, q)
         mu, beta, primal, gap = obscure_certificate(K, A, t // N, codes, C, p, sample_weight)
         objectives.append(primal)
         gaps.append(gap)

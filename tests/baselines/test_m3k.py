@@ -23,7 +23,6 @@ from sklearn.exceptions import ConvergenceWarning
 from bayesmkl.baselines import M3K
 from bayesmkl.baselines._crammer_singer import (
     box_upper,
-    cs_quadratics,
     project_capped_zero_sum,
     solve_cs_dual,
 )
@@ -100,7 +99,7 @@ def test_stored_classifier_certifies_its_gap(q):
     beta, mu = m.dual_coef_.T, m.kernel_weights_
     np.testing.assert_allclose(beta.sum(axis=1), 0.0, atol=1e-12)
     assert np.all(beta <= box_upper(y, 3, 1.0) + 1e-12)
-    H = cs_quadratics(K, beta)
+    H = np.array([sum(0.5 * b @ Km @ b for b in beta.T) for Km in K])
     J = beta[np.arange(y.size), y].sum() - 0.5 * np.sum(beta * (combine(K, mu) @ beta))
     assert J == pytest.approx(m.objective_[-1], rel=1e-10)
     support = H.max() if q == 1 else np.sum(H ** q_star(q)) ** (1 / q_star(q))
@@ -133,11 +132,16 @@ def test_integer_sample_weights_equal_repeated_rows():
 
 
 def test_two_classes_give_one_decision_column():
+    """Two classes: one column f_b − f_a, which is the oracle's, and predict is its sign."""
     K, y, Kt, _ = cs_problem()
     keep = y < 2
     labels = np.array(["a", "b"])[y[keep]]
-    m = M3K(q=2.0, kernels="precomputed").fit(K[:, keep][:, :, keep], labels)
+    Kk = K[:, keep][:, :, keep]
+    m = M3K(q=2.0, **TIGHT).fit(Kk, labels)
     F = m.decision_function(Kt[:, :, keep])
+    _, beta, mu = cs_mkl_oracle(Kk, y[keep], 1.0, 2.0)
+    oracle_F = cs_decision(Kt[:, :, keep], mu, beta)
+    np.testing.assert_allclose(F, oracle_F[:, 1] - oracle_F[:, 0], atol=ATOL)
     full = combine(Kt[:, :, keep], m.kernel_weights_) @ m.dual_coef_.T
     assert F.shape == (Kt.shape[1],)
     np.testing.assert_allclose(F, full[:, 1] - full[:, 0])
