@@ -166,6 +166,14 @@ def test_max_iter_warns():
     assert m.n_iter_ == 1
 
 
+@pytest.mark.parametrize("q", [1.0, 2.0])
+def test_max_time_keeps_the_last_iterate_and_warns(q):
+    K, y, Kt, yt = cs_problem()
+    with pytest.warns(ConvergenceWarning, match=r"M3K stopped after max_time=1e-09 s \(1 weight"):
+        m = M3K(kernels="precomputed", q=q, tol=1e-12, max_time=1e-9).fit(K, y)
+    assert m.n_iter_ == 1 and np.mean(m.predict(Kt) == yt) > 0.6
+
+
 def test_crammer_singer_solver_warns_at_its_step_cap():
     K, y, _, _ = cs_problem()
     with pytest.warns(ConvergenceWarning, match="max_steps=5 block updates"):

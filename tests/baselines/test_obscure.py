@@ -194,6 +194,14 @@ def test_online_phase_alone_warns_and_the_batch_phase_improves_it():
     assert full.gaps_[-1] < 0.02 * full.gaps_[0]
 
 
+def test_max_time_stops_after_one_batch_epoch_and_warns():
+    K, y, Kt, yt = cs_problem()
+    est = OBSCURE(kernels="precomputed", tol=1e-12, max_time=1e-9, random_state=0)
+    with pytest.warns(ConvergenceWarning, match=r"stopped after max_time=1e-09 s \(1 batch epochs"):
+        est.fit(K, y)
+    assert est.n_iter_ == 1 and np.mean(est.predict(Kt) == yt) > 0.6
+
+
 def test_random_state_fixes_the_order():
     K, y, _, _ = cs_problem()
     a, b = (OBSCURE(kernels="precomputed", max_iter=5, tol=1e-9, random_state=1) for _ in "ab")
