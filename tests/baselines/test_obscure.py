@@ -192,6 +192,10 @@ def test_online_phase_alone_warns_and_the_batch_phase_improves_it():
     assert full.n_steps_ == (full.n_iter_ + 1) * y.size
     assert full.objective_[0] == pytest.approx(online.objective_[0], rel=1e-12)  # same first pass
     assert full.gaps_[-1] < 0.02 * full.gaps_[0]
+    # the gap is checked after the online pass, every epoch up to 10, then every epochs // 10
+    e = full.checked_epochs_
+    assert e[0] == 0 and e[-1] == full.n_iter_ and len(e) == len(full.objective_)
+    np.testing.assert_array_equal(np.diff(e), np.maximum(1, e[:-1] // 10))
 
 
 def test_max_time_stops_after_one_batch_epoch_and_warns():
