@@ -30,6 +30,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+from scipy.optimize import linprog
 from sklearn.exceptions import ConvergenceWarning
 
 from bayesmkl._params import estimator_init
@@ -54,9 +55,53 @@ from bayesmkl.baselines._solvers import (
 from bayesmkl.baselines._svm import combine
 from bayesmkl.baselines.simplemkl import reduced_gradient_step
 
-__all__ = ["M3K", "solve_m3k"]
+__all__ = ["M3K", "PlaneBound", "solve_m3k"]
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
+
+
+class PlaneBound:
+    """Lower bound on ``min_{μ ∈ simplex} J(μ)`` from the Crammer–Singer solutions seen so far.
+
+    Every solution ``β_k`` (found at any ``μ_k``) is feasible for every ``μ``, so
+    ``J(μ) ≥ D(β_k; K(μ)) = c_k − H_kᵀμ`` with ``c_k = Σ_i β_{k,i,y_i}``: a cutting plane, and
+    ``min_μ max_k (c_k − H_kᵀμ)`` (an LP over the simplex) bounds the optimum from below. It is
+    never worse than the current solution's own bound ``c − max_m H_m`` (its plane is among them)
+    and is much better when the iterates zig-zag; the last ``max_planes`` planes are kept.
+    """
+
+    def __init__(self, max_planes: int = 500):
+        self.max_planes = max_planes
+        self.c: list[float] = []
+        self.H: list[np.ndarray] = []
+        self.best = -np.inf
+        self._solved = 0
+
+    def add(self, state: WeightedSVMs) -> None:
+        """Record the plane of a state with ``H``."""
+        self.c.append(float(state.J + state.mu @ state.H))
+        self.H.append(np.asarray(state.H, dtype=np.float64))
+        del self.c[: -self.max_planes], self.H[: -self.max_planes]
+        self._solved = min(self._solved, len(self.c) - 1)
+
+    def bound(self) -> float:
+        """The best LP bound so far (``-inf`` before any plane or if HiGHS fails)."""
+        if self.c and self._solved != len(self.c):
+            H = np.array(self.H)
+            k, P = H.shape
+            res = linprog(
+                np.r_[np.zeros(P), 1.0],
+                A_ub=np.hstack([-H, -np.ones((k, 1))]),
+                b_ub=-np.array(self.c),
+                A_eq=np.r_[np.ones(P), 0.0][None, :],
+                b_eq=[1.0],
+                bounds=[(0.0, None)] * P + [(None, None)],
+                method="highs",
+            )
+            if res.status == 0:
+                self.best = max(self.best, float(res.fun))
+            self._solved = len(self.c)
+        return self.best
 
 
 def solve_m3k(
@@ -95,19 +140,30 @@ def solve_m3k(
     P = K.shape[0]
     upper = box_upper(codes, n_classes, C, sample_weight)
     warm = [None]
+    planes = PlaneBound()
 
     def evaluate(mu, gradient=True):
         mu = np.asarray(mu, dtype=np.float64)
         sol = solve_cs_dual(combine(K, mu), codes, upper, cs_tol, beta0=warm[0])
         warm[0] = sol.beta
         H = cs_quadratics(K, sol.beta) if gradient else None
-        return WeightedSVMs(mu, sol.beta.T.copy(), np.zeros(n_classes), sol.objective, H)
+        state = WeightedSVMs(mu, sol.beta.T.copy(), np.zeros(n_classes), sol.objective, H)
+        if gradient:
+            planes.add(state)
+        return state
 
     def complete(state):
-        return state if state.H is not None else state._replace(H=cs_quadratics(K, state.V.T))
+        if state.H is not None:
+            return state
+        state = state._replace(H=cs_quadratics(K, state.V.T))
+        planes.add(state)
+        return state
 
     def gap_of(state):
-        return relative_gap(lp_support(state.H, q) - state.mu @ state.H, state.J)
+        gap = relative_gap(lp_support(state.H, q) - state.mu @ state.H, state.J)
+        if q == 1.0 and gap > tol:  # the cutting planes of every solution so far bound J* better
+            gap = min(gap, relative_gap(state.J - planes.bound(), state.J))
+        return gap
 
     if np.isinf(q):
         s = evaluate(np.ones(P))
