@@ -16,13 +16,14 @@ not depend on ``μ``); the μ-step is
 
 * ``q = 1``: SimpleMKL's reduced-gradient step on the simplex with its line search
   (:func:`.simplemkl.reduced_gradient_step`), which reaches sparse weights exactly;
-* ``q > 1``: Kloft's analytic update ``μ = argmin_{M_q} Σ_m μ_m² H_m / μ_m``
+* ``q > 1``: Kloft's analytic update ``μ' = argmin_{μ' ∈ M_q} Σ_m a_m/μ'_m``, ``a_m = μ_m² H_m``
   (:func:`._simplex.lp_min_ratio`), exact block minimisation of the jointly convex primal
   ``½ Σ_m ‖w_m‖²/μ_m + C Σ_i ℓ_i``;
 * ``q = inf``: ``μ = 1`` (the kernel sum), one Crammer–Singer solve.
 
-Both steps never increase ``J``; iterations stop when the relative gap ``(‖H‖_{q*} − μᵀH)/J`` is
-``≤ tol``.
+Both steps never increase ``J``; iterations stop when the relative gap ``(J − LB)/J`` is ``≤ tol``,
+with ``LB`` the current solution's dual value ``J − (‖H‖_{q*} − μᵀH)`` or, for ``q = 1``, the
+cutting-plane bound of all solutions so far (:class:`PlaneBound`).
 """
 
 from __future__ import annotations
@@ -215,7 +216,9 @@ class M3K(CrammerSingerMKLBase):
     C : float, default=1.0
         Weight of the multiclass hinge loss.
     tol : float, default=1e-3
-        Relative duality gap ``(‖H‖_{q*} − μᵀH) / J`` at which to stop.
+        Relative duality gap ``(J − LB) / J`` at which to stop; the lower bound ``LB`` is the
+        current solution's dual value ``Σ_i β_{i,y_i} − ‖H‖_{q*}`` or, for ``q = 1``, the
+        better bound of the cutting planes of all solutions so far (:class:`PlaneBound`).
     max_iter : int, default=500
         Maximal number of weight updates.
     cs_tol : float, default=1e-6
