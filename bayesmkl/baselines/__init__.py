@@ -16,6 +16,10 @@ MLMKLSum, MLMKLSA      multi-label MKL, summed or worst-class by stochastic appr
 MKMMC                  multiple-kernel maximum margin criterion + 1-NN (Gu & Zhou)
 BEMKL                  Bayesian efficient MKL by variational Bayes (Gönen 2012); sparse=True
                        gives sBEMKL
+M3K                    multiclass (Crammer–Singer) MKL maximising the multiclass margin,
+                       ‖μ‖_q ≤ 1 (Cortes, Mohri & Rostamizadeh 2013)
+OBSCURE                p-norm multiclass MKL by online-batch stochastic mirror descent
+                       (Orabona, Jie & Caputo 2010)
 BM3KLMAP               MAP estimate of the BM3KL posterior
 =====================  ==================================================================
 """
@@ -46,6 +50,8 @@ _MODULES = {
     "MLMKLSA": "mlmkl",
     "MKMMC": "mkmmc",
     "BEMKL": "bemkl",
+    "M3K": "m3k",
+    "OBSCURE": "obscure",
     "BM3KLMAP": "map",
 }
 
