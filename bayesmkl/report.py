@@ -75,8 +75,12 @@ def print_diagnostics(clf, top_k: int = 8) -> None:
     if not rep.converged:
         print(
             f"warning: not converged (worst: {rep.worst}): do not read the intervals above as "
-            "posterior intervals.\n  Run longer (--max-time, --max-samples) and check again; "
-            "under the paper's hyper-parameters\n  (kappa = 1e-10) the chains mix slowly."
+            "posterior intervals.\n  Run longer (--max-time, --max-samples) and check again"
+            + (
+                "; under the paper's prior (--prior paper) the chains mix slowly."
+                if getattr(clf, "prior", None) == "paper"
+                else "."
+            )
         )
     st = clf.sample_stats_
     print(
