@@ -43,6 +43,7 @@ __all__ = [
     "make_rng_key",
     "describe_quantity",
     "resolve_hyper",
+    "unconverged_message",
     "run_monitor",
     "validate_fit_input",
     "validate_params",
@@ -191,6 +192,25 @@ def validate_params(est) -> None:
     if not isinstance(est.warm_start, bool | np.bool_):
         raise ValueError(f"warm_start must be True or False; got {est.warm_start!r}")
     check_class_weight(est.class_weight)
+
+
+def unconverged_message(report, worst: str, rhat_target, ess_target) -> str:
+    """The ``ConvergenceWarning`` text of an unconverged run (``worst``: the slowest quantity in
+    words, :func:`describe_quantity`)."""
+    how = (
+        "ran its fixed num_samples"
+        if report.stopped_by == "num_samples"
+        else f"stopped at its {report.stopped_by} budget"
+    )
+    if report.num_samples == 0:
+        how += " during warm-up (the draws kept are the last warm-up sweeps)"
+    return (
+        f"BM3KL {how} after {report.num_samples} sweeps per chain ({report.seconds:.0f} s) "
+        f"without reaching R-hat <= {rhat_target} and bulk ESS >= {ess_target} on every kernel "
+        f"weight and training decision value: max R-hat {report.rhat_max:.3f}, min bulk ESS "
+        f"{report.ess_bulk_min:.0f}; the slowest is {worst} ({report.worst}). Raise "
+        "num_samples/max_samples/max_time, or read the intervals as unconverged."
+    )
 
 
 def resolve_hyper(est) -> Hyper:

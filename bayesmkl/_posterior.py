@@ -20,6 +20,7 @@ from sklearn.utils.validation import (
 
 from bayesmkl import calibration as _calibration
 from bayesmkl import diagnostics
+from bayesmkl import loo as _loo
 from bayesmkl._checks import check_predictions
 from bayesmkl._validation import validate_labels
 from bayesmkl._x64 import with_x64, x64_scope
@@ -105,10 +106,10 @@ class PosteriorMixin:
                 np.swapaxes(F, 1, 2), delta[None], self.gamma0_, sample_weight
             )
             log_lik = np.asarray(terms).sum(axis=1)  # (S, N)
-        cal = _calibration.loo_calibrator(
+        cal = _loo.loo_calibrator(
             F, codes, log_lik, gamma0=self.gamma0_, point_weights=sample_weight
         )
-        log_w, _ = _calibration.psis_log_weights(log_lik)
+        log_w, _ = _loo.psis_log_weights(log_lik)
         lp = cal.log_proba_draws(F)[:, np.arange(len(codes)), codes]
         return cal, logsumexp(lp + log_w, axis=0)
 
@@ -371,7 +372,7 @@ class PosteriorMixin:
         check_is_fitted(self, "posterior_")
         if getattr(self, "oof_log_predictive_", None) is None:
             raise ValueError("loo_kfold needs a calibrated fit (calibration='cv' or an int)")
-        return _calibration.kfold_elpd(
+        return _loo.kfold_elpd(
             self.oof_log_predictive_, self.log_likelihood_, self.calibrator_.n_folds
         )
 

@@ -25,7 +25,8 @@ the fitted temperature stays high. In ``benchmarks/results/calibration.md`` ("BM
 sets × 5 splits) 20–82 % of the training points have Pareto k̂ > 0.7, the PSIS temperature is
 9–29 against 2.3–12 out of fold, and the test log-loss is 1.6–4.8 times that of the
 out-of-fold map on 7 of the 8 sets (wine, nearly separable, is the exception).
-:func:`psis_log_weights` is kept for that comparison.
+:func:`bayesmkl.loo.psis_log_weights` is kept for that comparison; with the default prior the
+same weights serve ``calibration="loo"`` (:func:`bayesmkl.loo.loo_calibrator`).
 
 Shapes: ``F: (S, M, C)`` decision draws (S draws, M points, C classifiers), ``K`` classes
 (``K = 2`` when ``C = 1``), ``codes: (M,)`` integer labels in ``0 … K−1``.
@@ -44,11 +45,8 @@ __all__ = [
     "Calibrator",
     "crossfit_decision_draws",
     "fit_calibrator",
-    "kfold_elpd",
     "log_predictive",
-    "loo_calibrator",
     "log_proba_draws",
-    "psis_log_weights",
 ]
 
 #: Default number of cross-fitting folds for ``calibration="cv"``.
@@ -354,133 +352,3 @@ def _rewarn(caught: dict, n_folds: int) -> None:
             category,
             stacklevel=6,  # _rewarn, crossfit, _fit_calibration, fit, with_x64, the caller
         )
-
-
-# ----------------------------------------------------------------------------------------
-# PSIS
-# ----------------------------------------------------------------------------------------
-
-
-def psis_log_weights(log_lik, r_eff=1.0):
-    """Pareto-smoothed leave-one-out log weights from per-draw log-likelihood factors.
-
-    The importance ratio of draw s for leaving point i out is ``1 / L_i(θ_s)``, with ``L_i`` the
-    factor of point i in the posterior. Smoothing and k̂ come from ArviZ
-    (``arviz_stats.base.array_stats.psislw``, which takes the log-likelihood and negates it).
-    Points ArviZ cannot smooth fall back to plain normalised ratios with ``k̂ = nan``: fewer
-    than 25 draws (tail shorter than 5), or a constant factor (weights then uniform, k̂ = 0).
-
-    Parameters
-    ----------
-    log_lik : array (S, N)
-        ``log L_i(θ_s)``.
-    r_eff : float or array (N,), default 1.0
-        Relative efficiency of the draws (sets the tail length).
-
-    Returns
-    -------
-    log_weights : ndarray (S, N)
-        Normalised over draws (``logsumexp`` over axis 0 is 0).
-    khat : ndarray (N,)
-    """
-    from arviz_stats.base import array_stats
-
-    log_lik = np.asarray(log_lik, dtype=float)
-    S, N = log_lik.shape
-    r_eff = np.broadcast_to(np.asarray(r_eff, dtype=float), (N,))
-    lw = np.empty((S, N))
-    khat = np.empty(N)
-    for i in range(N):
-        col = log_lik[:, i]
-        if np.ptp(col) <= 1e-12 * max(1.0, np.max(np.abs(col))):
-            lw[:, i], khat[i] = -np.log(S), 0.0
-            continue
-        try:
-            lw[:, i], khat[i] = array_stats.psislw(col, r_eff=float(r_eff[i]), axis=-1)
-        except ValueError:
-            lw[:, i], khat[i] = -col - logsumexp(-col), np.nan
-    return lw, khat
-
-
-def loo_calibrator(F, codes, log_lik, *, gamma0: float, point_weights=None) -> Calibrator:
-    """Fit ``(T, β)`` on PSIS-LOO-weighted training draws of one posterior (no refit).
-
-    Each training point's decision draws are reweighted towards its leave-one-out posterior
-    with the Pareto-smoothed importance ratios ``1 / L_i`` of its pseudo-likelihood factor
-    (:func:`psis_log_weights`), and the map minimises the log-loss of those leave-one-out
-    predictions — the same objective as the k-fold map without the k refits. The fraction of
-    points whose k̂ exceeds :data:`KHAT_BAD` is recorded in ``khat_bad_frac``; where it is large
-    the importance weights cannot reach the leave-one-out posterior (the failure documented in
-    the module docstring for the paper's γ0 = 100) and ``"cv"`` is the safer choice.
-
-    Parameters
-    ----------
-    F : array (S, N, C)
-        Decision draws of the training points.
-    codes : int array (N,)
-        Their labels in ``0 … K−1``.
-    log_lik : array (S, N)
-        ``log L_i`` per draw: the point's pseudo-likelihood factor summed over classifiers.
-    gamma0 : float
-        γ0 of the model (bounds T as in :func:`fit_calibrator`).
-    point_weights : array (N,), optional
-        Sample weights of the points.
-
-    Returns
-    -------
-    Calibrator
-        With ``n_folds = 0`` (no folds) and ``khat_bad_frac`` set.
-    """
-    log_w, khat = psis_log_weights(log_lik)
-    pw = None if point_weights is None else [np.asarray(point_weights, dtype=float)]
-    cal = fit_calibrator(
-        [F], [codes], gamma0=gamma0, log_weights=[log_w], n_folds=0, point_weights=pw
-    )
-    bad = float(np.mean(~(khat <= KHAT_BAD)))  # nan k̂ (no smoothing possible) counts as bad
-    return Calibrator(**{**asdict(cal), "khat_bad_frac": bad})
-
-
-# ----------------------------------------------------------------------------------------
-# k-fold ELPD (for arviz.compare)
-# ----------------------------------------------------------------------------------------
-
-
-def kfold_elpd(oof_log_predictive, log_likelihood, n_folds: int):
-    """ArviZ k-fold ELPD from the cross-fitting that calibration already ran.
-
-    Parameters
-    ----------
-    oof_log_predictive : array (N,)
-        Log predictive probability of each training label under the fold fit that held it out.
-    log_likelihood : array (chains, draws, N)
-        Per-draw log probabilities of the training labels under the full fit; gives
-        ``p_kfold_i = lpd_i − elpd_i`` (ArviZ's definition).
-    n_folds : int
-
-    Returns
-    -------
-    arviz_stats.ELPDDataLOOKFold
-        ``elpd`` (sum), ``se = √(N·var(elpd_i))``, pointwise ``elpd_i`` and ``p_kfold_i`` with
-        dimension ``obs``; usable in ``arviz.compare`` next to other ELPD results.
-    """
-    import xarray as xr
-    from arviz_stats import ELPDDataLOOKFold
-
-    elpd_i = np.asarray(oof_log_predictive, dtype=float)
-    ll = np.asarray(log_likelihood, dtype=float)
-    n = elpd_i.shape[0]
-    lpd_i = log_predictive(ll.reshape(-1, n), axis=0)
-    coords = {"obs": np.arange(n)}
-    return ELPDDataLOOKFold(
-        elpd=float(elpd_i.sum()),
-        se=float(np.sqrt(n * np.var(elpd_i))),
-        p=float(np.sum(lpd_i - elpd_i)),
-        n_samples=int(ll.shape[0] * ll.shape[1]),
-        n_data_points=int(n),
-        scale="log",
-        warning=False,
-        good_k=None,
-        elpd_i=xr.DataArray(elpd_i, dims=("obs",), coords=coords, name="y"),
-        n_folds=int(n_folds),
-        p_kfold_i=xr.DataArray(lpd_i - elpd_i, dims=("obs",), coords=coords, name="y"),
-    )

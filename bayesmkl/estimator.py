@@ -31,6 +31,7 @@ from bayesmkl._fitting import (
     make_rng_key,
     resolve_hyper,
     run_monitor,
+    unconverged_message,
     validate_fit_input,
     validate_params,
 )
@@ -57,13 +58,8 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
     :class:`~bayesmkl.inference.sampler.BM3KL`). Predictions average the (calibrated) predictive
     probabilities over the retained draws (docs/math.md §6).
 
-    The default model is not the paper's. The paper's hyper-parameters (η = 1, α_a = 1,
-    β_a = 0.1, κ = 1e-10, τ = 1e-4, γ₀ = 100; ``prior="paper"``) make a posterior that no exact
-    sampler we have mixes in a user's time: on breast cancer, 4 chains of 300 + 500 sweeps reach a
-    smallest bulk ESS of 7 and R-hat 1.6. The default prior (``prior="default"``: η = 2,
-    α_a = 1, β_a = 1, κ = 1, τ = 1, γ₀ = 1), chosen by ``benchmarks/prior_study.py``, reaches
-    ESS 253 and R-hat 1.03 in the same run, with the same test accuracy. The default run is
-    not the paper's either: 4 chains sample until every kernel weight and every held-in
+    The default prior is not the paper's (``prior`` says why; the paper's is one argument
+    away), nor is the default run: 4 chains sample until every kernel weight and every held-in
     decision value has R-hat ≤ 1.01 and bulk ESS ≥ 400 (or a budget is spent, which ``fit``
     reports). For the paper's literal run use ``prior="paper", sampler="paper",
     num_warmup=180, num_samples=20, num_chains=1`` (biased; docs/math.md §4.2).
@@ -81,7 +77,10 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         The named set of hyper-parameters (:data:`bayesmkl.model.PRIORS`) from which every
         hyper-parameter left at ``None`` below is taken: ``"default"`` (η = 2, α_a = 1, β_a = 1,
         κ = 1, τ = 1, γ₀ = 1) or ``"paper"`` (η = 1, α_a = 1, β_a = 0.1, κ = 1e-10, τ = 1e-4,
-        γ₀ = 100; see the class description for why it is not the default).
+        γ₀ = 100). On breast cancer, 4 chains of 300 + 500 sweeps reach a smallest bulk ESS
+        (over the weights and held-in decision values) of 7 and R-hat 1.6 under the paper's
+        prior, 253 and 1.025 under the default, at the same test accuracy
+        (``benchmarks/results/prior_study.md``).
     eta : float or array (P,), default=None
         η, Dirichlet concentration of the kernel weights (default prior: 2; paper: 1). Above 1
         it keeps the weights off the simplex's edges, where neighbouring Gaussian widths trade
@@ -120,11 +119,8 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
     nu_update : {"gibbs", "collapsed"}, default="gibbs"
         Update of the TPBN scales ν. ``"gibbs"``: ν | a, ς then ς | ν (docs/math.md §3.3).
         ``"collapsed"``: each ν_ci | w, λ, ν_{−ci} with a, b, ς integrated out
-        (:mod:`bayesmkl.inference.tpbn`; exact, ν truncated at 1e8). On breast cancer (paper
-        hyper-parameters) it mixes the support of the sample weights and the held-in decision
-        values several times better per CPU second (median ESS of f 0.27 → 0.90 per s) at
-        about twice the cost per sweep; the slowest weight stays slow with either
-        (benchmarks/results/nu_collapsed.md).
+        (:mod:`bayesmkl.inference.tpbn`; exact, ν truncated at 1e8; about twice the cost per
+        sweep; measured under the paper's prior in benchmarks/results/nu_collapsed.md).
     num_warmup : int, default=300
         Gibbs sweeps discarded, during which the exact moves tune step size and mass matrix
         (paper: 200 − 20).
@@ -388,23 +384,8 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
             worst = describe_quantity(
                 report.worst, self.kernel_names_, classes, monitor.points, delta.shape[0]
             )
-            how = (
-                f"ran its fixed num_samples={n_fixed}"
-                if report.stopped_by == "num_samples"
-                else f"stopped at its {report.stopped_by} budget"
-            )
-            if report.num_samples == 0:
-                how += " during warm-up (the draws kept are the last warm-up sweeps)"
-            warnings.warn(
-                f"BM3KL {how} after {report.num_samples} sweeps per chain "
-                f"({report.seconds:.0f} s) without reaching R-hat <= {self.rhat_target} and bulk "
-                f"ESS >= {self.ess_target} on every kernel weight and training decision value: "
-                f"max R-hat {report.rhat_max:.3f}, min bulk ESS {report.ess_bulk_min:.0f}; the "
-                f"slowest is {worst} ({report.worst}). Raise num_samples/max_samples/max_time, "
-                "or read the intervals as unconverged.",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
+            msg = unconverged_message(report, worst, self.rhat_target, self.ess_target)
+            warnings.warn(msg, ConvergenceWarning, stacklevel=3)
         reuse = prev is not None and prev.calibration == self.calibration
         self._fit_calibration(K, y, sw, reuse_map=reuse)
         return self

@@ -104,8 +104,9 @@ def bm3kl_family(Xtr, ytr, Xte, args, seed):
     from bayesmkl import BM3KLClassifier
     from bayesmkl._x64 import x64_scope
     from bayesmkl.baselines._base import validate_labels
-    from bayesmkl.calibration import fit_calibrator, psis_log_weights
+    from bayesmkl.calibration import fit_calibrator
     from bayesmkl.likelihood import log_pseudo_likelihood_terms
+    from bayesmkl.loo import psis_log_weights
     from bayesmkl.model import signed_targets
     from bayesmkl.predict import draw_decision_values
 

@@ -18,12 +18,11 @@ from bayesmkl.calibration import (
     _nll_and_grad,
     crossfit_decision_draws,
     fit_calibrator,
-    kfold_elpd,
     log_predictive,
     log_proba_draws,
-    psis_log_weights,
 )
 from bayesmkl.datasets import load_demo
+from bayesmkl.loo import kfold_elpd, psis_log_weights
 from bayesmkl.predict import draw_probabilities
 
 # --------------------------------------------------------------------------------------------

@@ -9,8 +9,9 @@ from sklearn.exceptions import ConvergenceWarning
 from bayesmkl import BM3KLClassifier
 from bayesmkl._fitting import describe_quantity
 from bayesmkl._posterior import probability_mcse
-from bayesmkl.calibration import fit_calibrator, psis_log_weights
+from bayesmkl.calibration import fit_calibrator
 from bayesmkl.datasets import load_demo
+from bayesmkl.loo import psis_log_weights
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def test_a_fixed_length_run_warns_when_unconverged_and_names_the_quantity(fitted
     assert not clf.run_report_.converged and clf.run_report_.stopped_by == "num_samples"
     msgs = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
     assert len(msgs) == 1
-    assert "fixed num_samples=30" in msgs[0]
+    assert "fixed num_samples after 30 sweeps" in msgs[0]
     assert ("the weight of kernel" in msgs[0]) or ("decision value of training point" in msgs[0])
 
 

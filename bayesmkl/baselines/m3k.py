@@ -34,7 +34,6 @@ import numpy as np
 from scipy.optimize import linprog
 from sklearn.exceptions import ConvergenceWarning
 
-from bayesmkl._params import estimator_init
 from bayesmkl._validation import MAX_TIME, Interval, validate_params
 from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._crammer_singer import (
@@ -241,17 +240,24 @@ class M3K(CrammerSingerMKLBase):
     {{gap_attributes}}
     """
 
-    __init__ = estimator_init(
-        "simplemkl",
-        q=1.0,
-        C=1.0,
-        tol=1e-3,
-        max_iter=500,
-        cs_tol=1e-6,
-        max_time=None,
-        class_weight=None,
-        kernel_names=None,
-    )
+    _param_defaults = dict(
+        kernels="simplemkl", q=1.0, C=1.0, tol=1e-3, max_iter=500, cs_tol=1e-6, max_time=None,
+        class_weight=None, kernel_names=None,
+    )  # fmt: skip
+
+    def __init__(
+        self, kernels="simplemkl", *, q=1.0, C=1.0, tol=1e-3, max_iter=500, cs_tol=1e-6,
+        max_time=None, class_weight=None, kernel_names=None,
+    ):  # fmt: skip
+        self.kernels = kernels
+        self.q = q
+        self.C = C
+        self.tol = tol
+        self.max_iter = max_iter
+        self.cs_tol = cs_tol
+        self.max_time = max_time
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
     _constraints = {
         "q": [Interval("real", 1, None, closed="left", allow_inf=True)],

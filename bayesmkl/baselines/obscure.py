@@ -36,7 +36,6 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.utils import check_random_state
 
-from bayesmkl._params import estimator_init
 from bayesmkl._validation import MAX_TIME, Interval, validate_params
 from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._crammer_singer import CrammerSingerMKLBase, class_codes, multiclass_hinge
@@ -248,17 +247,24 @@ class OBSCURE(CrammerSingerMKLBase):
     classes_ : ndarray
     """
 
-    __init__ = estimator_init(
-        "simplemkl",
-        p=1.5,
-        C=1.0,
-        tol=0.02,
-        max_iter=2000,
-        random_state=None,
-        max_time=None,
-        class_weight=None,
-        kernel_names=None,
-    )
+    _param_defaults = dict(
+        kernels="simplemkl", p=1.5, C=1.0, tol=0.02, max_iter=2000, random_state=None,
+        max_time=None, class_weight=None, kernel_names=None,
+    )  # fmt: skip
+
+    def __init__(
+        self, kernels="simplemkl", *, p=1.5, C=1.0, tol=0.02, max_iter=2000, random_state=None,
+        max_time=None, class_weight=None, kernel_names=None,
+    ):  # fmt: skip
+        self.kernels = kernels
+        self.p = p
+        self.C = C
+        self.tol = tol
+        self.max_iter = max_iter
+        self.random_state = random_state
+        self.max_time = max_time
+        self.class_weight = class_weight
+        self.kernel_names = kernel_names
 
     _constraints = {
         "p": [Interval("real", 1, 2, closed="right")],
