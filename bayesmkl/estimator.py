@@ -369,7 +369,7 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
             rhat_target=float(self.rhat_target), ess_target=float(self.ess_target),
             max_samples=int(self.max_samples) if auto else n_fixed,
             max_time=self.max_time, resume=earlier, check_every=AUTO_CHUNK, fixed=not auto,
-            max_kept=1_000 if auto else max(n_fixed, 1_000),
+            max_kept=1_000 if auto else 2**62,  # a fixed length keeps every draw, as asked
             progress=bool(self.progress_bar) and isinstance(chain_method, str),
         )  # fmt: skip
         self._resume = _resume.new_point(self, mcmc.last_state, fingerprint, seed)

@@ -49,8 +49,16 @@ PAPER = {"gamma0": 100.0, "kappa": 1e-10, "beta_a": 0.1, "bias_prior_var": 1e-4,
 
 def grid(name: str) -> list[dict]:
     """The prior cells of a named grid (each a dict of BM3KLClassifier hyper-parameters)."""
-    if name == "main":  # γ0 × (κ, β_a) × η at τ = 1, then the paper's τ on the same cells
-        cells = [
+    if name == "main":
+        # one axis at a time around the best cell first (η = 2, γ0 = 1, κ = 1, β_a = 1, τ = 1),
+        # then the full product γ0 × (κ, β_a) × η × τ; a restart resumes in this order
+        best = {"gamma0": 1.0, "kappa": 1.0, "beta_a": 1.0, "bias_prior_var": 1.0, "eta": 2.0}
+        axes = [("eta", (4.0, 8.0, 1.0)), ("gamma0", (0.5, 2.0, 5.0, 0.0, 10.0, 100.0)),
+                ("kappa", (10.0, 100.0, 1e-2, 1e-10)), ("beta_a", (0.1, 3.0)),
+                ("bias_prior_var", (1e-4, 100.0))]  # fmt: skip
+        cells = [dict(best), dict(PAPER), {**PAPER, "bias_prior_var": 1.0}]
+        cells += [{**best, k: v} for k, vals in axes for v in vals]
+        cells += [
             {"gamma0": g, "kappa": k, "beta_a": b, "bias_prior_var": t, "eta": e}
             for t, e, g, (k, b) in itertools.product(
                 (1.0, 1e-4),
@@ -59,6 +67,7 @@ def grid(name: str) -> list[dict]:
                 ((1.0, 1.0), (1e-10, 0.1), (1e-2, 1.0)),
             )
         ]
+        cells = list({key_of("", c): c for c in cells}.values())  # drop repeats, keep order
     elif name == "short":  # the shortlist run on every data set
         cells = [
             dict(PAPER),
