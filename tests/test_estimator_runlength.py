@@ -93,3 +93,9 @@ def test_loo_calibration_is_the_psis_weighted_map(fitted):
     # and it differs from the map on unweighted training draws (the weights matter)
     plain = fit_calibrator([F], [codes], gamma0=clf.gamma0_)
     assert abs(plain.temperature - cal.temperature) > 1e-3 * cal.temperature
+
+
+def test_loo_kfold_refuses_a_loo_calibrated_fit(fitted):
+    clf, _, _ = fitted
+    with pytest.raises(ValueError, match="cross-fitting"):
+        clf.loo_kfold()
