@@ -376,9 +376,9 @@ class PosteriorMixin:
         compare kernel pools or hyper-parameters.
 
         Prefer it to ``arviz.loo(clf.to_datatree())``, which runs but is optimistic for BM3KL:
-        PSIS reweights posterior draws in which every training point is fitted at margin ≈ 1,
-        so it barely moves (measured on Heart: PSIS elpd/N = −0.06, k-fold −0.42, test
-        log-loss 0.40; see :mod:`bayesmkl.calibration`).
+        under the paper's prior PSIS reweights posterior draws in which every training point
+        is fitted at margin ≈ 1, so it barely moves (measured on Heart: PSIS elpd/N = −0.06,
+        k-fold −0.42, test log-loss 0.40; see :mod:`bayesmkl.calibration`).
 
         Returns
         -------

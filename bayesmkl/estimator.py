@@ -356,7 +356,10 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         auto = self.num_samples == "auto"
         chain_method = resolve_chain_method(self.chain_method, int(self.num_chains))
         n_fixed = None if auto else int(self.num_samples)
-        chunk = RUN_CHUNK if auto else min(RUN_CHUNK, max(1, warmup + n_fixed))
+        # the first call runs this many sweeps (NumPyro's MCMC fixes its first call's length
+        # when it is built); later calls never run past the budget (sample_until_converged)
+        budget = int(self.max_samples) if auto else n_fixed
+        chunk = min(RUN_CHUNK, max(1, warmup + budget))
         if chain_method == "vectorized":  # compiled once per configuration (inference/runner)
             mcmc = ChainRunner(kernel, int(self.num_chains), chunk)
         else:
@@ -373,7 +376,7 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         draws, extra, report = sample_until_converged(
             mcmc, key, data, monitor, num_warmup=warmup, extra_fields=EXTRA_FIELDS,
             rhat_target=float(self.rhat_target), ess_target=float(self.ess_target),
-            max_samples=int(self.max_samples) if auto else n_fixed,
+            max_samples=budget,
             max_time=self.max_time, resume=earlier, check_every=AUTO_CHUNK, fixed=not auto,
             max_kept=1_000 if auto else 2**62,  # a fixed length keeps every draw, as asked
             progress=bool(self.progress_bar) and isinstance(chain_method, str),

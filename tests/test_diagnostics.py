@@ -212,12 +212,15 @@ def test_loo_runs_where_psis_can():
 
 
 def test_classifier_loo_refuses_the_raw_rule():
-    """A real ``calibration=None`` fit (two one-vs-all classifiers, whose softmax gives log p
-    exactly 0): ``clf.loo()`` refuses with the reason, ``az.loo`` fails in ArviZ."""
+    """A real ``calibration=None`` fit under the paper's prior (two one-vs-all classifiers, whose
+    raw softmax at γ0 = 100 gives log p exactly 0): ``clf.loo()`` refuses with the reason,
+    ``az.loo`` fails in ArviZ. (Under the default prior, γ0 = 1, the raw rule is soft enough
+    for PSIS to run.)"""
     from test_estimator import TINY, tiny_data, tiny_pool
 
     X, y = tiny_data()
-    clf = BM3KLClassifier(kernels=tiny_pool(), binary_mode="ova", **TINY).fit(X, y)
+    clf = BM3KLClassifier(kernels=tiny_pool(), binary_mode="ova", prior="paper", **TINY)
+    clf.fit(X, y)
     tree = clf.to_datatree()
     with pytest.raises(ValueError, match="All tail values are the same"):
         az.loo(tree)
