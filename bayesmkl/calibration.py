@@ -35,7 +35,7 @@ Shapes: ``F: (S, M, C)`` decision draws (S draws, M points, C classifiers), ``K`
 from __future__ import annotations
 
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from scipy.optimize import minimize
@@ -85,7 +85,7 @@ class Calibrator:
     n_folds: int
     oof_log_loss: float = float("nan")
     oof_log_loss_identity: float = float("nan")
-    khat_bad_frac: float = float("nan")
+    khat_bad_frac: float = field(default=float("nan"), compare=False)  # nan: not a LOO map
 
     def to_dict(self) -> dict:
         """JSON-able dict of the fields (floats and ints)."""
@@ -307,7 +307,8 @@ def crossfit_decision_draws(estimator, K, y, *, n_folds: int, seed: int, sample_
     split = StratifiedKFold(k, shuffle=True, random_state=seed % (2**32 - 1))
     # a data-driven run is not repeated per fold: each refit runs the sweeps the main fit used
     report = getattr(estimator, "run_report_", None)
-    fixed_length = {"num_samples": int(report.num_samples)} if report is not None else {}
+    # (at least one: a main fit whose max_time ran out in warm-up kept none)
+    fixed_length = {"num_samples": max(1, int(report.num_samples))} if report is not None else {}
     draws, index, caught = [], [], {}
     for fold, (tr, va) in enumerate(split.split(np.zeros(len(y)), y)):
         sub = clone(estimator).set_params(

@@ -161,9 +161,9 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         (cost: k extra fits on (k−1)/k of the data; see :mod:`bayesmkl.calibration`).
         ``"loo"``: the same map fitted on PSIS-LOO-weighted draws of the one posterior, no
         refit (:func:`bayesmkl.loo.loo_calibrator`); under the default prior its test log-loss
-        matched the 3-fold map's within 0.011 on breast cancer, heart and sonar
-        (``benchmarks/results/calibration_loo.md``); it warns when more than 20% of the points
-        have Pareto k̂ > 0.7 (e.g. under ``prior="paper"``).
+        matched the 3-fold map's within 0.013 on 6 data sets
+        (``benchmarks/results/calibration_loo.md``); it warns when more than 30% of the points
+        have Pareto k̂ > 0.7, and under ``prior="paper"``.
         ``None``: the paper's raw rule softmax(ψ(f)) (docs/math.md §6), which is nearly 0/1 at
         γ0 = 100. Applied at prediction time: ``set_params(calibration=None)`` on a calibrated
         fit gives the raw rule without refitting.

@@ -58,7 +58,7 @@ def test_wine_proba_is_mean_softmax_psi(wine_fit):
     """Multiclass probabilities = mean over draws of softmax_c ψ(f_c), recomputed in numpy."""
     clf, Xte, _ = wine_fit
     F = clf.decision_draws(Xte)  # (S, M, C)
-    s = np.sqrt(1.0 + 2.0 * clf.gamma0)
+    s = np.sqrt(1.0 + 2.0 * clf.gamma0_)
     psi = 2.0 * F + 2.0 * s * np.clip(F, -1.0, 1.0)
     ex = np.exp(psi - psi.max(axis=-1, keepdims=True))
     ref = (ex / ex.sum(axis=-1, keepdims=True)).mean(axis=0)

@@ -83,7 +83,7 @@ def _refit(clf, X, y, **params):
 @pytest.mark.parametrize(
     "change, match",
     [
-        ({"beta_a": 1.0}, "beta_a: 0.1 -> 1.0"),
+        ({"beta_a": 1.0}, "beta_a: None -> 1.0"),
         ({"sampler": "gibbs"}, "sampler"),
         ({"num_chains": 3}, "num_chains"),
         ({"num_warmup": 50}, "num_warmup"),
