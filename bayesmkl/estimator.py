@@ -40,6 +40,7 @@ from bayesmkl.inference import resume as _resume
 from bayesmkl.inference.chains import resolve_chain_method
 from bayesmkl.inference.runlength import judge, sample_until_converged
 from bayesmkl.inference.sampler import BM3KL
+from bayesmkl.inference.state import capped_loops
 from bayesmkl.model import Hyper, signed_targets
 
 __all__ = ["BM3KLClassifier", "EXTRA_FIELDS", "enable_compilation_cache", "make_rng_key"]
@@ -361,7 +362,12 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
             n_iter=int(self.num_warmup) + int(report.num_samples), random_seed=seed,
             run_report_=report,
         )  # fmt: skip
-        check_draws(self.posterior_, self.sample_stats_, num_warmup=int(self.num_warmup))
+        bits = np.atleast_1d(np.asarray(mcmc.last_state.capped))
+        check_draws(
+            self.posterior_, self.sample_stats_, num_warmup=int(self.num_warmup),
+            capped={c: capped_loops(b) for c, b in enumerate(bits)},
+            settings={k: getattr(self, k) for k in ("sampler", "step_size", "num_warmup")},
+        )  # fmt: skip
         if auto and not report.converged:
             warnings.warn(
                 f"BM3KL stopped at its {report.stopped_by} budget after {report.num_samples} "
