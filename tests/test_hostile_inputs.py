@@ -9,7 +9,9 @@ a capped loop of the sampler reaches the user as an error.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -39,6 +41,22 @@ def _run_python(code: str, timeout: float = 150.0) -> subprocess.CompletedProces
         )  # fmt: skip
     except subprocess.TimeoutExpired:
         pytest.fail(f"did not finish within {timeout:.0f} s (the hang of issue 22)")
+
+
+@contextlib.contextmanager
+def _alarm(seconds: int):
+    """Fail a pure-Python loop that runs longer than ``seconds`` (instead of hanging)."""
+
+    def handler(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s (the hang of issue 22)")
+
+    old = signal.signal(signal.SIGALRM, handler)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def _data(n=120, seed=0):
@@ -144,6 +162,26 @@ def test_check_draws_names_the_capped_loop_and_chain():
     post = {"w": np.full((2, 3, 2), 0.5)}
     with pytest.raises(SamplerDivergenceError, match=r"rejection sampler.* in chain\(s\) 1"):
         check_draws(post, capped={0: [], 1: ["the rejection sampler of x"]})
+
+
+def test_map_line_search_with_nan_raises():
+    """BM3KLMAP's backtracking line search looped forever on a NaN gradient."""
+    from bayesmkl.baselines import BM3KLMAP
+
+    Phi = np.full((3, 1, 5), np.nan)
+    delta = np.ones((1, 5))
+    with _alarm(30), pytest.raises(FloatingPointError, match="not finite"):
+        BM3KLMAP()._w_step(np.full(3, 1 / 3), Phi, np.zeros(1), delta, np.ones((1, 5)))
+
+
+def test_simplemkl_step_path_with_nan_raises():
+    """SimpleMKL's maximal-step path looped forever when the weights were NaN."""
+    from bayesmkl.baselines.simplemkl import _maximal_step_path
+
+    mu = np.array([np.nan, 0.5, 0.5])
+    D = np.array([-1.0, -1.0, 2.0])
+    with _alarm(30), pytest.raises(FloatingPointError, match="maximal-step path"):
+        _maximal_step_path(mu, D, 2)
 
 
 # --------------------------------------------------------------------------------------------
