@@ -23,14 +23,18 @@ from collections.abc import Hashable
 import numpy as np
 from sklearn.preprocessing import LabelEncoder
 
+from bayesmkl._bounds import HYPER_BOUNDS
 from bayesmkl._checks import check_label_types
 from bayesmkl.model import signed_targets
 
 __all__ = [
+    "HYPER_BOUNDS",
+    "HYPER_CONSTRAINTS",
     "MAX_TIME",
     "Interval",
     "Options",
     "check_choice",
+    "check_hyper",
     "check_int",
     "check_label_types",
     "check_max_time",
@@ -172,6 +176,40 @@ MAX_TIME = [
     None,
     Interval("real", 0, None, closed="neither", description="a positive number of seconds"),
 ]
+
+
+#: The model hyper-parameters' constraints: the closed ranges of
+#: :data:`bayesmkl._bounds.HYPER_BOUNDS`, where the sampler's float64 arithmetic stays finite.
+HYPER_CONSTRAINTS = {
+    name: [
+        Interval(
+            "real", lo, hi,
+            description=f"a number in [{lo:g}, {hi:g}] (the range where the sampler's "
+            "arithmetic stays finite)",
+        )
+    ]
+    for name, (lo, hi) in HYPER_BOUNDS.items()
+}  # fmt: skip
+
+
+def check_hyper(name: str, value, label: str | None = None):
+    """Refuse a hyper-parameter outside :data:`HYPER_CONSTRAINTS` (``ValueError``); ``eta`` may
+    be a vector, each entry checked. ``label`` names it in the message (default ``name``)."""
+    label = name if label is None else label
+    if name == "eta" and not isinstance(value, numbers.Real):
+        try:
+            arr = np.asarray(value, dtype=float)
+        except (TypeError, ValueError):
+            arr = None
+        if arr is not None and arr.ndim == 0:
+            return check_param(label, float(arr), HYPER_CONSTRAINTS[name])
+        if arr is None or arr.ndim != 1 or arr.size == 0:
+            raise ValueError(f"{label} must be a number or a vector of numbers; got {value!r}")
+        for v in arr.tolist():
+            if not HYPER_CONSTRAINTS[name][0].is_satisfied_by(v):
+                check_param(f"every entry of {label}", v, HYPER_CONSTRAINTS[name])
+        return value
+    return check_param(label, value, HYPER_CONSTRAINTS[name])
 
 
 def check_max_time(max_time) -> float | None:

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bayesmkl._bounds import HYPER_BOUNDS
 from bayesmkl._csv import read_csv
 from bayesmkl.report import fit_and_report
 
@@ -260,7 +261,9 @@ def _add_sampler_args(p, *, chains_default: int, max_time_default=None) -> None:
     g.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
     for name, symbol, default in HYPER_OPTIONS:
         flag = "--" + name.replace("_", "-")
-        g.add_argument(flag, type=float, default=default, help=f"{symbol} (default {default:g})")
+        lo, hi = HYPER_BOUNDS[name]  # refused outside (main): there the arithmetic fails
+        text = f"{symbol} (default {default:g}; allowed {lo:g} to {hi:g})"
+        g.add_argument(flag, type=float, default=default, help=text)
     g.add_argument(
         "--sampler",
         choices=MOVE_NAMES,
@@ -378,6 +381,10 @@ def main(argv=None) -> int:
                     raise CLIError(f"--{name.replace('_', '-')} must be at least 1")
             if args.num_warmup < 0:
                 raise CLIError("--num-warmup must be non-negative")
+            from bayesmkl._validation import check_hyper
+
+            for name, _, _ in HYPER_OPTIONS:  # before reading data: the ranges of _bounds
+                check_hyper(name, getattr(args, name), "--" + name.replace("_", "-"))
         _enable_jax_cache()
         return int(args.func(args) or 0)
     except CLIError as exc:

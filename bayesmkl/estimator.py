@@ -71,21 +71,26 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         fitted. ``"precomputed"``: ``fit(K, y)`` takes Gram matrices ``(P, N, N)`` and
         ``predict(K_test)`` takes ``(P, M, N)``.
     eta : float or array (P,), default=1.0
-        η, Dirichlet concentration of the kernel weights (paper: 1).
+        η, Dirichlet concentration of the kernel weights (paper: 1). Allowed: [0.02, 1e6] (each
+        entry). The ranges of the six model hyper-parameters are where the sampler's float64
+        arithmetic stays finite, found by experiment (:mod:`bayesmkl._bounds`); ``fit`` refuses
+        values outside them.
     alpha_a : float, default=1.0
         α_a, first TPBN shape of the sample weights (paper: 1; 1 uses the fast exact
-        inverse-Gaussian update).
+        inverse-Gaussian update). Allowed: [0.02, 1e6].
     beta_a : float, default=0.1
         β_a, second TPBN shape; smaller gives sparser sample weights (paper: 0.1 in Table 2,
-        CV over {1, 2, 3} in Table 3).
+        CV over {1, 2, 3} in Table 3). Allowed: [0.02, 1e6].
     kappa : float, default=1e-10
-        κ, rate of the TPBN global Gamma prior (paper: 1e-10).
+        κ, rate of the TPBN global Gamma prior (paper: 1e-10). Allowed: [1e-200, 1e10].
     bias_prior_var : float, default=1e-4
         τ, prior **variance** of each bias b_c (paper: 1e-4; docs/math.md A2 reads τ as a variance,
-        so biases are shrunk to ≈0 and kernels near the constant act as the bias).
+        so biases are shrunk to ≈0 and kernels near the constant act as the bias). Allowed:
+        [1e-100, 1e20].
     gamma0 : float, default=100.0
         γ₀, rate of the Exp(γ₀) prior on the augmentation variables λ (paper: 100 in Table 2,
-        500 and 10000 elsewhere); 0 gives the flat prior and the hinge likelihood.
+        500 and 10000 elsewhere); 0 gives the flat prior and the hinge likelihood. Allowed:
+        [0, 1e8].
     sampler : {"collapsed", "gibbs", "exact", "rmala", "paper", "stable"}, default="collapsed"
         Kernel-weight move (:mod:`bayesmkl.inference.moves`). Exact: ``"collapsed"`` (exact
         pairwise Gibbs on w, then HMC on w with most sample weights and the biases integrated

@@ -10,6 +10,7 @@ a capped loop of the sampler reaches the user as an error.
 from __future__ import annotations
 
 import contextlib
+import csv
 import os
 import signal
 import subprocess
@@ -64,6 +65,13 @@ def _data(n=120, seed=0):
     X = rng.normal(size=(n, 3))
     y = (X[:, 0] + 0.3 * rng.normal(size=n) > 0).astype(int)
     return X, y
+
+
+def _write_csv(path, X, labels=None):
+    with open(path, "w", newline="") as fh:
+        wr = csv.writer(fh)
+        for i, row in enumerate(X):
+            wr.writerow([repr(float(v)) for v in row] + ([labels[i]] if labels is not None else []))
 
 
 # --------------------------------------------------------------------------------------------
@@ -182,6 +190,64 @@ def test_simplemkl_step_path_with_nan_raises():
     D = np.array([-1.0, -1.0, 2.0])
     with _alarm(30), pytest.raises(FloatingPointError, match="maximal-step path"):
         _maximal_step_path(mu, D, 2)
+
+
+# --------------------------------------------------------------------------------------------
+# 1 (b): hyper-parameters are bounded to where the arithmetic stays finite
+# --------------------------------------------------------------------------------------------
+
+OUT_OF_RANGE = [
+    ("eta", 1e-6), ("eta", 1e-4), ("eta", 1e7), ("eta", [1.0, 1e-6]),
+    ("alpha_a", 0.005), ("alpha_a", 1e300), ("beta_a", 1e-9), ("beta_a", 1e12),
+    ("kappa", 1e-300), ("kappa", 1e12), ("kappa", 1e300), ("gamma0", 1e300), ("gamma0", 1e9),
+    ("bias_prior_var", 1e-300), ("bias_prior_var", 1e30), ("gamma0", -1.0),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "value"), OUT_OF_RANGE)
+def test_hyper_parameters_out_of_range_are_refused(name, value):
+    clf = BM3KLClassifier(**{name: value})
+    with pytest.raises(ValueError, match=rf"^(every entry of )?{name} must be .*; got "):
+        clf._validate_params()
+
+
+def test_hyper_parameter_bounds_are_accepted():
+    from bayesmkl._validation import HYPER_BOUNDS
+
+    for name, (lo, hi) in HYPER_BOUNDS.items():
+        for v in (lo, hi):
+            BM3KLClassifier(**{name: v})._validate_params()
+
+
+def test_hyper_parameter_bounds_are_documented():
+    """Each hyper-parameter's docstring entry states the range that fit enforces."""
+    import re
+
+    from bayesmkl._validation import HYPER_BOUNDS
+
+    doc = BM3KLClassifier.__doc__
+    for name, (lo, hi) in HYPER_BOUNDS.items():
+        entry = doc.split(f"\n    {name} : ")[1].split("\n    ")[0:6]
+        found = re.search(r"Allowed:\s+\[([^,\]]+),\s+([^\]]+)\]", " ".join(entry))
+        assert found and (float(found[1]), float(found[2])) == (lo, hi), name
+
+
+def test_cli_refuses_out_of_range_hyper_parameters_before_fitting(tmp_path):
+    """``bayesmkl fit --eta 1e-6 --max-time 20`` printed nothing and never exited."""
+    X, y = _data(40)
+    _write_csv(tmp_path / "d.csv", X, y)
+    out = _run_python(f"""
+        from bayesmkl.cli import main
+        for flag, v in [("--eta", "1e-6"), ("--kappa", "1e300"), ("--gamma0", "1e300")]:
+            rc = main(["fit", {str(tmp_path / "d.csv")!r}, flag, v, "--max-time", "20",
+                       "--out", {str(tmp_path / "out")!r}, "--no-progress"])
+            print("rc", rc)
+    """)
+    assert out.stdout.split().count("rc") == 3 and "rc 0" not in out.stdout, out.stdout
+    assert out.stdout.count("rc 2") == 3
+    errors = [line for line in out.stderr.splitlines() if line.startswith("bayesmkl: error:")]
+    assert [e.split(":")[2].split()[0] for e in errors] == ["--eta", "--kappa", "--gamma0"]
+    assert "--eta must be a number in [0.02, 1e+06]" in errors[0]
 
 
 # --------------------------------------------------------------------------------------------
