@@ -163,6 +163,13 @@ def cmd_predict(args) -> int:
     if d is not None and X.shape[1] != d:
         hint = "" if args.has_label else " (if the last column is a label, pass --has-label)"
         raise CLIError(f"{args.data} has {X.shape[1]} feature columns; the model expects {d}{hint}")
+    if y is not None:  # compared as the estimator does: 1, 1.0 and "1.0" are the same label
+        from bayesmkl._validation import label_codes
+
+        try:
+            codes = label_codes(y, clf.classes_, f"the label column of {args.data}")
+        except ValueError as exc:
+            raise CLIError(f"{exc}; drop the column and --has-label to predict anyway") from None
     proba = clf.predict_proba(X)
     pred = clf.classes_[np.argmax(proba, axis=1)]
     header = [f"p_{c}" for c in clf.classes_.tolist()] + ["predicted"]
@@ -181,7 +188,7 @@ def cmd_predict(args) -> int:
     if args.out:
         print(f"wrote probabilities of {X.shape[0]} rows to {args.out}", file=sys.stderr)
     if y is not None:
-        acc = float(np.mean(pred.astype(str) == y.astype(str)))
+        acc = float(np.mean(np.argmax(proba, axis=1) == codes))
         print(f"accuracy on the labelled rows: {acc:.4f}", file=sys.stderr)
     return 0
 

@@ -27,6 +27,8 @@ import bayesmkl
 from bayesmkl import BM3KLClassifier
 from bayesmkl._checks import SamplerDivergenceError, check_draws
 from bayesmkl._x64 import x64_scope
+from bayesmkl.cli import main
+from bayesmkl.kernels.input import KernelInput
 
 #: The checkout whose ``bayesmkl`` is under test (the subprocesses import the same one).
 ROOT = Path(bayesmkl.__file__).resolve().parent.parent
@@ -65,6 +67,30 @@ def _data(n=120, seed=0):
     X = rng.normal(size=(n, 3))
     y = (X[:, 0] + 0.3 * rng.normal(size=n) > 0).astype(int)
     return X, y
+
+
+def _assembled(X, y, kernels="bsvm16", draws=4):
+    """A fitted BM3KLClassifier without sampling: kernel-ridge sample weights on the average
+    kernel, repeated as ``draws`` identical draws (raw probability rule)."""
+    kin, K = KernelInput.fit(kernels, X)
+    P, N, _ = K.shape
+    classes = np.unique(y)
+    delta = np.where(y == classes[1], 1.0, -1.0)
+    w = np.full(P, 1.0 / P)
+    a = np.linalg.solve(np.tensordot(w, K, axes=1) + np.eye(N), delta)
+    rep = lambda x: np.broadcast_to(x, (1, draws) + np.shape(x)).copy()  # noqa: E731
+    ones = np.ones((1, N))
+    posterior = {"w": rep(w), "e": rep(w), "a": rep(a[None]), "b": rep(np.zeros(1)),
+                 "lam": rep(ones), "nu": rep(ones), "varsigma": rep(ones)}  # fmt: skip
+    zeros = np.zeros((1, draws))
+    stats = {"acceptance_rate": zeros + 1, "diverging": zeros.astype(bool),
+             "potential_energy": zeros, "step_size": zeros + 1}  # fmt: skip
+    extra = {} if kin.pool is None else {"n_features_in_": X.shape[1]}
+    clf = BM3KLClassifier(kernels=kernels, calibration=None, progress_bar=False)
+    return clf._set_fitted(
+        kernel_input=kin, classes=classes, y_train=y, posterior=posterior, sample_stats=stats,
+        n_iter=draws, random_seed=0, **extra,
+    )  # fmt: skip
 
 
 def _write_csv(path, X, labels=None):
@@ -248,6 +274,40 @@ def test_cli_refuses_out_of_range_hyper_parameters_before_fitting(tmp_path):
     errors = [line for line in out.stderr.splitlines() if line.startswith("bayesmkl: error:")]
     assert [e.split(":")[2].split()[0] for e in errors] == ["--eta", "--kappa", "--gamma0"]
     assert "--eta must be a number in [0.02, 1e+06]" in errors[0]
+
+
+# --------------------------------------------------------------------------------------------
+# 2: predict --has-label compares labels as the estimator does
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory):
+    X, y = _data()
+    path = tmp_path_factory.mktemp("model") / "model.nc"
+    _assembled(X[:80], y[:80]).save(path)
+    return path, X[80:], y[80:]
+
+
+def test_cli_accuracy_with_float_labels(model_file, tmp_path, capsys):
+    """A model fitted on labels 1/0 scored on 1.0/0.0 reported accuracy 0.0000."""
+    path, X, y = model_file
+    truth = float(np.mean(BM3KLClassifier.load(path).predict(X) == y))
+    assert truth > 0.8
+    _write_csv(tmp_path / "t.csv", X, [f"{v:.1f}" for v in y])
+    assert main(["predict", str(path), str(tmp_path / "t.csv"), "--has-label",
+                 "--out", str(tmp_path / "p.csv")]) == 0  # fmt: skip
+    assert f"accuracy on the labelled rows: {truth:.4f}" in capsys.readouterr().err
+
+
+def test_cli_unknown_label_is_an_error_that_names_it(model_file, tmp_path, capsys):
+    path, X, y = model_file
+    labels = [str(v) for v in y]
+    labels[3] = "7"
+    _write_csv(tmp_path / "t.csv", X, labels)
+    assert main(["predict", str(path), str(tmp_path / "t.csv"), "--has-label"]) == 2
+    err = capsys.readouterr().err
+    assert "not among the fitted classes [0, 1]: '7' (1 row)" in err
 
 
 # --------------------------------------------------------------------------------------------
