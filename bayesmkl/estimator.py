@@ -420,14 +420,15 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         io.save(self, path)
 
     @classmethod
-    def load(cls, path) -> BM3KLClassifier:
+    def load(cls, path, *, verify: bool = True) -> BM3KLClassifier:
         """Load a classifier written by :meth:`save`.
 
         Its predictions equal those of the saved classifier. The file's checksums, groups and
         draws are verified by :func:`bayesmkl.io.read`, which raises ``FileNotFoundError`` or
-        a ``ValueError`` naming the file when it is missing, damaged or not a saved model.
+        a ``ValueError`` naming the file when it is missing, damaged (a format-2 file without
+        its checksums included) or not a saved model; ``verify=False`` skips the checksums.
         """
-        params, fitted = io.read(path)
+        params, fitted = io.read(path, verify=verify)
         return cls(**params)._set_fitted(**fitted)
 
     def __sklearn_tags__(self):

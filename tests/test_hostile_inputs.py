@@ -18,6 +18,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import h5py
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -308,6 +309,26 @@ def test_cli_unknown_label_is_an_error_that_names_it(model_file, tmp_path, capsy
     assert main(["predict", str(path), str(tmp_path / "t.csv"), "--has-label"]) == 2
     err = capsys.readouterr().err
     assert "not among the fitted classes [0, 1]: '7' (1 row)" in err
+
+
+# --------------------------------------------------------------------------------------------
+# 3: a format-2 file without its checksums is refused
+# --------------------------------------------------------------------------------------------
+
+
+def test_format2_file_without_checksums_is_refused(model_file, tmp_path):
+    path, X, _ = model_file
+    bad = tmp_path / "edited.nc"
+    bad.write_bytes(path.read_bytes())
+    with h5py.File(bad, "r+") as f:
+        assert np.ravel(f.attrs["bayesmkl_format"])[0] == 2
+        del f.attrs["bayesmkl_sha256"]
+        f["posterior/a"][...] = -f["posterior/a"][...]  # edited draws
+    with pytest.raises(ValueError, match=r"edited\.nc .*format-2 .*checksum record .*missing"):
+        BM3KLClassifier.load(bad)
+    clf = BM3KLClassifier.load(bad, verify=False)  # the caller's explicit choice
+    ref = BM3KLClassifier.load(path)
+    np.testing.assert_allclose(clf.decision_function(X), -ref.decision_function(X))
 
 
 # --------------------------------------------------------------------------------------------
