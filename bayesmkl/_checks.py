@@ -7,7 +7,10 @@
   messages suggest depends on the sampler settings (:func:`remedies`).
 * :func:`check_predictions` — before returning decision values or probabilities: anything
   non-finite raises :class:`NonFinitePredictionError` (so no NaN, and no label derived from a
-  NaN, is ever returned).
+  NaN, is ever returned); :func:`check_decision_scale` warns with
+  :class:`ExtremeDecisionWarning` about decision values so large (|f| above
+  :data:`DECISION_WARN_LIMIT`, the margin being at |f| = 1) that every draw's probability is
+  saturated: a test kernel or feature far outside the training range.
 * :func:`check_label_types` — labels mixing numbers and strings raise a ``ValueError`` that says
   so (instead of numpy's ``TypeError`` from sorting).
 
@@ -24,11 +27,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = [
+    "DECISION_WARN_LIMIT",
     "DIVERGING_WARN_FRACTION",
     "DrawReport",
+    "ExtremeDecisionWarning",
     "NonFinitePredictionError",
     "SamplerDivergenceError",
     "SamplerDivergenceWarning",
+    "check_decision_scale",
     "check_draws",
     "check_label_types",
     "check_predictions",
@@ -51,6 +57,16 @@ class SamplerDivergenceWarning(RuntimeWarning):
 
 class NonFinitePredictionError(FloatingPointError):
     """A prediction (decision value or probability) would have been NaN or infinite."""
+
+
+class ExtremeDecisionWarning(RuntimeWarning):
+    """Decision values so large that the predictive probabilities are meaningless."""
+
+
+#: :func:`check_decision_scale` warns above this |f|. The likelihood puts the training margins
+#: at |f| = 1; |f| = 1e8 needs test kernel values about 1e8 times the training ones, and every
+#: draw's probability is then 0 or 1 (with the calibrated map as with the raw rule).
+DECISION_WARN_LIMIT = 1e8
 
 
 @dataclass
@@ -275,6 +291,25 @@ def check_predictions(values, what: str = "predictions", posterior=None) -> np.n
     raise NonFinitePredictionError(
         f"{what} are not finite for {rows.size} test row(s) (first rows {rows[:10].tolist()}); "
         "no prediction is returned. Check these rows for extreme values."
+    )
+
+
+def check_decision_scale(F, limit: float = DECISION_WARN_LIMIT, stacklevel: int = 5) -> None:
+    """Warn (:class:`ExtremeDecisionWarning`) when decision values ``F: (S, M, C)`` exceed
+    ``limit`` in magnitude; the message names the test rows and the largest |f|."""
+    F = np.asarray(F)
+    big = np.abs(F) > limit
+    if not big.any():
+        return
+    rows = np.flatnonzero(big.reshape(F.shape[0], F.shape[1], -1).any(axis=(0, 2)))
+    warnings.warn(
+        f"decision values of {rows.size} test row(s) (first rows {rows[:10].tolist()}) reach "
+        f"|f| = {np.max(np.abs(F)):.3g}, beyond {limit:g} (training margins are at |f| = 1): "
+        "their kernel values are far outside the training range, and each draw's probability "
+        "for them is 0 or 1, so their predictions say nothing. Check these rows (test kernels "
+        "or features) for extreme values.",
+        ExtremeDecisionWarning,
+        stacklevel=stacklevel,
     )
 
 

@@ -336,6 +336,26 @@ def test_format2_file_without_checksums_is_refused(model_file, tmp_path):
 # --------------------------------------------------------------------------------------------
 
 
+def test_extreme_test_kernel_value_warns():
+    """One 1e300 entry in a precomputed test kernel gave p = 0.67 (f = 1.6e299) silently."""
+    import warnings
+
+    X, y = _data(60)
+    K = np.stack([X @ X.T, np.exp(-((X[:, None] - X[None]) ** 2).sum(-1))])
+    clf = _assembled(K[:, :40, :40], y[:40], kernels="precomputed")
+    Kt = K[:, 40:, :40].copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clf.predict_proba(Kt)  # no warning on ordinary rows
+    Kt[0, 3, 5] = 1e300
+    with pytest.warns(RuntimeWarning, match=r"1 test row\(s\) \(first rows \[3\]\)") as rec:
+        clf.predict_proba(Kt)
+    assert rec[0].category.__name__ == "ExtremeDecisionWarning"
+    Kt[0, 3, 5] = np.inf
+    with pytest.raises(ValueError, match="infinity|NaN or inf"):
+        clf.predict_proba(Kt)
+
+
 def test_divergence_suggestions_depend_on_the_settings():
     post = {"w": np.full((1, 3, 2), np.nan)}
     msgs = {}
