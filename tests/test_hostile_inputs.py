@@ -356,6 +356,32 @@ def test_extreme_test_kernel_value_warns():
         clf.predict_proba(Kt)
 
 
+def test_calibration_fold_reduction_warns():
+    """calibration='cv' with a class of 2 points silently dropped to 2 folds."""
+    from sklearn.base import BaseEstimator
+
+    from bayesmkl.calibration import crossfit_decision_draws
+
+    class Stub(BaseEstimator):
+        def __init__(self, kernels="precomputed", calibration=None, kernel_dtype=None,
+                     progress_bar=False, random_state=None, class_weight=None):  # fmt: skip
+            self.kernels, self.calibration, self.kernel_dtype = kernels, calibration, kernel_dtype
+            self.progress_bar, self.random_state = progress_bar, random_state
+            self.class_weight = class_weight
+
+        def fit(self, K, y, sample_weight=None):
+            return self
+
+        def decision_draws(self, K):
+            return np.zeros((1, K.shape[1], 1))
+
+    y = np.array([0] * 10 + [1] * 2)
+    K = np.eye(12)[None]
+    with pytest.warns(UserWarning, match=r"2 folds instead of the 3 asked for.*only 2 training"):
+        draws, _ = crossfit_decision_draws(Stub(), K, y, n_folds=3, seed=0)
+    assert len(draws) == 2
+
+
 def test_divergence_suggestions_depend_on_the_settings():
     post = {"w": np.full((1, 3, 2), np.nan)}
     msgs = {}
