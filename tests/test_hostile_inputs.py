@@ -393,3 +393,31 @@ def test_divergence_suggestions_depend_on_the_settings():
     assert "sampler='exact'" not in msgs["exact"] and "sampler='gibbs'" in msgs["exact"]
     assert "step_size" not in msgs["gibbs"] and "sampler='gibbs'" not in msgs["gibbs"]
     assert "sampler='collapsed'" in msgs["paper"] and "smaller step_size" in msgs["paper"]
+
+
+def test_memory_limit_respects_ulimit_v(monkeypatch):
+    """The kernel-memory check ignored ``ulimit -v`` (RLIMIT_AS): with 256 MiB of address
+    space left, a 1 GiB kernel tensor is refused before allocating, whatever the free memory."""
+    import resource
+
+    from bayesmkl.kernels._checks import (
+        KernelMemoryError,
+        check_kernel_memory,
+        kernel_memory_limit,
+    )
+
+    monkeypatch.delenv("BAYESMKL_MEMORY_LIMIT_GB", raising=False)
+    status = Path("/proc/self/status")
+    used = int(status.read_text().split("VmSize:")[1].split()[0]) * 1024 if status.exists() else 0
+    real = resource.getrlimit
+    room = 2**28
+    monkeypatch.setattr(
+        resource,
+        "getrlimit",
+        lambda which: (
+            (used + room, resource.RLIM_INFINITY) if which == resource.RLIMIT_AS else real(which)
+        ),
+    )
+    assert kernel_memory_limit() <= room * 1.05  # VmSize may have grown a little since
+    with pytest.raises(KernelMemoryError, match="ulimit -v"):
+        check_kernel_memory(1, 2**14, 2**13, np.float64)  # 1 GiB
