@@ -1,11 +1,16 @@
 """Checks that turn silent numerical failures into clear errors or warnings.
 
-* :func:`check_draws` — after sampling: non-finite draws raise :class:`SamplerDivergenceError`
-  (naming the chain, the first bad draw/sweep and the sites), and a share of sweeps flagged
-  ``diverging`` above a threshold warns with :class:`SamplerDivergenceWarning`.
+* :func:`check_draws` — after sampling: an inner loop of the sampler that stopped at its
+  iteration cap, or non-finite draws, raise :class:`SamplerDivergenceError` (naming the loop, or
+  the chain, the first bad draw/sweep and the sites), and a share of sweeps flagged
+  ``diverging`` above a threshold warns with :class:`SamplerDivergenceWarning`. What the
+  messages suggest depends on the sampler settings (:func:`remedies`).
 * :func:`check_predictions` — before returning decision values or probabilities: anything
   non-finite raises :class:`NonFinitePredictionError` (so no NaN, and no label derived from a
-  NaN, is ever returned).
+  NaN, is ever returned); :func:`check_decision_scale` warns with
+  :class:`ExtremeDecisionWarning` about decision values so large (|f| above
+  :data:`DECISION_WARN_LIMIT`, the margin being at |f| = 1) that every draw's probability is
+  saturated: a test kernel or feature far outside the training range.
 * :func:`check_label_types` — labels mixing numbers and strings raise a ``ValueError`` that says
   so (instead of numpy's ``TypeError`` from sorting).
 
@@ -22,15 +27,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = [
+    "DECISION_WARN_LIMIT",
     "DIVERGING_WARN_FRACTION",
     "DrawReport",
+    "ExtremeDecisionWarning",
     "NonFinitePredictionError",
     "SamplerDivergenceError",
     "SamplerDivergenceWarning",
+    "check_decision_scale",
     "check_draws",
     "check_label_types",
     "check_predictions",
     "nonfinite_draws",
+    "remedies",
 ]
 
 #: :func:`check_draws` warns when more than this share of a chain's kept sweeps is flagged
@@ -48,6 +57,16 @@ class SamplerDivergenceWarning(RuntimeWarning):
 
 class NonFinitePredictionError(FloatingPointError):
     """A prediction (decision value or probability) would have been NaN or infinite."""
+
+
+class ExtremeDecisionWarning(RuntimeWarning):
+    """Decision values so large that the predictive probabilities are meaningless."""
+
+
+#: :func:`check_decision_scale` warns above this |f|. The likelihood puts the training margins
+#: at |f| = 1; |f| = 1e8 needs test kernel values about 1e8 times the training ones, and every
+#: draw's probability is then 0 or 1 (with the calibrated map as with the raw rule).
+DECISION_WARN_LIMIT = 1e8
 
 
 @dataclass
@@ -123,6 +142,42 @@ def nonfinite_draws(posterior: dict) -> DrawReport:
     return report
 
 
+#: Kernel-weight moves with a step size tuned during warm-up, and the biased SGRHMC moves.
+_ADAPTED_MOVES = ("collapsed", "exact", "rmala")
+_SGRHMC_MOVES = ("paper", "stable")
+
+
+def remedies(settings: dict | None = None) -> str:
+    """What to try after a divergence, for the sampler ``settings`` of the fit.
+
+    ``settings`` may hold ``sampler``, ``step_size`` and ``num_warmup`` (the estimator's
+    parameters); a suggestion is only made when it changes something: no ``sampler='exact'``
+    to a fit that uses it, no step size to the ``"gibbs"`` move, which has none.
+    """
+    st = dict(settings or {})
+    move = st.get("sampler")
+    tips = []
+    if move in _SGRHMC_MOVES:
+        tips.append(
+            f"an exact sampler, sampler='collapsed' (the default) or 'exact' ('{move}' is the "
+            "paper's biased SGRHMC step)"
+        )
+        if st.get("step_size") is not None:
+            tips.append(f"a smaller step_size (now {st['step_size']:g})")
+    elif move in _ADAPTED_MOVES:
+        tips.append(
+            f"sampler='gibbs' (exact pairwise Gibbs updates of w, no step size; now '{move}')"
+        )
+        if st.get("num_warmup") is not None:
+            tips.append(
+                f"a longer num_warmup (now {st['num_warmup']}) for the step-size adaptation"
+            )
+    elif move is None:
+        tips += ["sampler='exact'", "a smaller step_size"]
+    tips.append("hyper-parameters closer to the defaults")
+    return "try " + "; ".join(tips) + "; and check the data for extreme or duplicated rows"
+
+
 def check_draws(
     posterior: dict,
     sample_stats: dict | None = None,
@@ -130,6 +185,8 @@ def check_draws(
     num_warmup: int | None = None,
     warn_fraction: float = DIVERGING_WARN_FRACTION,
     stacklevel: int = 4,
+    capped: dict | None = None,
+    settings: dict | None = None,
 ) -> DrawReport:
     """Check sampler output; raise on non-finite draws, warn on diverging sweeps.
 
@@ -146,6 +203,11 @@ def check_draws(
     stacklevel : int
         Passed to :func:`warnings.warn`; the default 4 points at the caller of ``fit``
         (check_draws ← ``fit`` ← its :func:`bayesmkl._x64.with_x64` wrapper ← caller).
+    capped : dict of int → list of str, optional
+        Per chain, the inner loops of the sampler that stopped at their iteration cap
+        (``BM3KLState.capped``, :func:`bayesmkl.inference.state.capped_loops`).
+    settings : dict, optional
+        The sampler settings, for the suggestions of the messages (:func:`remedies`).
 
     Returns
     -------
@@ -154,11 +216,21 @@ def check_draws(
     Raises
     ------
     SamplerDivergenceError
-        When any draw of any site (or the potential energy) is NaN or infinite; the message
-        names the chains, the first bad draw and the sites.
+        When an inner loop hit its cap (the message names it and the chains), or any draw of
+        any site (or the potential energy) is NaN or infinite (the message names the chains,
+        the first bad draw and the sites).
     """
     if not posterior:
         raise ValueError("no posterior draws to check")
+    hit = {int(c): list(names) for c, names in (capped or {}).items() if names}
+    if hit:
+        loops = sorted({n for names in hit.values() for n in names})
+        raise SamplerDivergenceError(
+            f"the sampler broke down: {'; '.join(loops)} stopped at its iteration cap "
+            f"without an answer in chain(s) {', '.join(map(str, sorted(hit)))}, so the draws "
+            "from there on are NaN and the fit is unusable. The arithmetic fails at these "
+            f"settings (extreme hyper-parameters or kernel values); {remedies(settings)}."
+        )
     stats = {} if sample_stats is None else dict(sample_stats)
     extra = {"potential_energy": stats["potential_energy"]} if "potential_energy" in stats else {}
     report = nonfinite_draws({**posterior, **extra})
@@ -170,9 +242,7 @@ def check_draws(
         report.diverging = div.reshape(div.shape[0], -1).mean(axis=1)
     if not report.ok:
         raise SamplerDivergenceError(
-            f"the sampler diverged: {report.describe()}. The fit is unusable; try "
-            "sampler='exact', a smaller step_size, or check the data for extreme or "
-            "duplicated rows."
+            f"the sampler diverged: {report.describe()}. The fit is unusable; {remedies(settings)}."
         )
     if report.diverging.size and np.any(report.diverging > warn_fraction):
         worst = int(np.argmax(report.diverging))
@@ -180,7 +250,7 @@ def check_draws(
             f"{np.mean(report.diverging):.1%} of the kept sweeps were flagged diverging "
             f"(worst: chain {worst}, {report.diverging[worst]:.1%}); the kernel-weight move "
             "had an energy error above 1000 or a non-finite state there, so treat the draws "
-            "with caution (a smaller step_size or a longer warm-up).",
+            f"with caution ({remedies(settings)}).",
             SamplerDivergenceWarning,
             stacklevel=stacklevel,
         )
@@ -221,6 +291,25 @@ def check_predictions(values, what: str = "predictions", posterior=None) -> np.n
     raise NonFinitePredictionError(
         f"{what} are not finite for {rows.size} test row(s) (first rows {rows[:10].tolist()}); "
         "no prediction is returned. Check these rows for extreme values."
+    )
+
+
+def check_decision_scale(F, limit: float = DECISION_WARN_LIMIT, stacklevel: int = 5) -> None:
+    """Warn (:class:`ExtremeDecisionWarning`) when decision values ``F: (S, M, C)`` exceed
+    ``limit`` in magnitude; the message names the test rows and the largest |f|."""
+    F = np.asarray(F)
+    big = np.abs(F) > limit
+    if not big.any():
+        return
+    rows = np.flatnonzero(big.reshape(F.shape[0], F.shape[1], -1).any(axis=(0, 2)))
+    warnings.warn(
+        f"decision values of {rows.size} test row(s) (first rows {rows[:10].tolist()}) reach "
+        f"|f| = {np.max(np.abs(F)):.3g}, beyond {limit:g} (training margins are at |f| = 1): "
+        "their kernel values are far outside the training range, and each draw's probability "
+        "for them is 0 or 1, so their predictions say nothing. Check these rows (test kernels "
+        "or features) for extreme values.",
+        ExtremeDecisionWarning,
+        stacklevel=stacklevel,
     )
 
 

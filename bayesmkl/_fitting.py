@@ -21,7 +21,14 @@ from sklearn.utils.validation import (
 )
 
 from bayesmkl._checks import check_label_types
-from bayesmkl._validation import Interval, Options, check_param, validate_labels
+from bayesmkl._validation import (
+    HYPER_BOUNDS,
+    Interval,
+    Options,
+    check_hyper,
+    check_param,
+    validate_labels,
+)
 from bayesmkl._validation import check_choice as _choice
 from bayesmkl._validation import check_int as _integer
 from bayesmkl._validation import check_positive as _positive
@@ -170,15 +177,10 @@ def validate_params(est) -> None:
     if est.kernel_dtype is not None:
         _choice("kernel_dtype", str(np.dtype(est.kernel_dtype)), ("float64", "float32"))
     _choice("prior", est.prior, tuple(PRIORS))
-    if est.eta is not None:
-        eta = np.asarray(est.eta, dtype=float)
-        if eta.ndim > 1 or not np.all(np.isfinite(eta)) or np.any(eta <= 0):
-            raise ValueError(f"eta must be a positive number or vector; got {est.eta!r}")
-    for name in ("alpha_a", "beta_a", "kappa", "bias_prior_var", "step_size"):
-        if getattr(est, name) is not None:
-            _positive(name, getattr(est, name))
-    if est.gamma0 is not None:
-        _positive("gamma0", est.gamma0, allow_zero=True)
+    for name in HYPER_BOUNDS:  # the ranges where the arithmetic stays finite (issue 22)
+        if getattr(est, name) is not None:  # None: the named prior's value
+            check_hyper(name, getattr(est, name))
+    _positive("step_size", est.step_size)
     _integer("n_leapfrog", est.n_leapfrog, 1)
     _integer("num_warmup", est.num_warmup, 0)
     if est.num_samples != "auto":

@@ -16,7 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CHECKSUM_ATTR", "one_line", "refuse_nonfinite", "verify_checksums", "write_checksums"]
+__all__ = [
+    "CHECKSUM_ATTR",
+    "CHECKSUM_FORMAT",
+    "one_line",
+    "refuse_nonfinite",
+    "verify_checksums",
+    "write_checksums",
+]
 
 CHECKSUM_ATTR = "bayesmkl_sha256"
 _JSON_ATTRS = ("bayesmkl_params", "bayesmkl_state")
@@ -73,13 +80,41 @@ def write_checksums(path: Path) -> None:
         f.attrs[CHECKSUM_ATTR] = json.dumps(_digests(f), sort_keys=True)
 
 
-def verify_checksums(path: Path) -> None:
-    """Raise ``ValueError`` naming ``path`` when a stored checksum differs (see module doc)."""
+#: The first file format whose files always carry the checksum record.
+CHECKSUM_FORMAT = 2
+
+
+def _file_format(f):
+    """The ``bayesmkl_format`` root attribute as an int, or ``None`` (absent or unreadable)."""
+    try:
+        return int(np.asarray(f.attrs["bayesmkl_format"]).ravel()[0])
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+
+
+def verify_checksums(path: Path, *, verify: bool = True) -> None:
+    """Raise ``ValueError`` naming ``path`` when a stored checksum differs (see module doc).
+
+    A file of format 2 or later (``bayesmkl_format``) without its checksum record is refused:
+    every such file is written with one, so a missing record means the file was changed. Files
+    of earlier formats, which had none, load with a ``UserWarning``. ``verify=False`` skips every
+    check of this function (the caller's explicit choice to trust the file).
+    """
     import h5py
 
+    if not verify:
+        return
     try:
         with h5py.File(path, "r") as f:
             if CHECKSUM_ATTR not in f.attrs:
+                fmt = _file_format(f)
+                if fmt is not None and fmt >= CHECKSUM_FORMAT:
+                    raise _Corrupt(
+                        f"it is a format-{fmt} model file but its checksum record "
+                        f"({CHECKSUM_ATTR}) is missing, so its contents cannot be verified and "
+                        "it is not loaded (every format-2 file is written with one: the file "
+                        "was changed after it was written); pass verify=False to load it anyway"
+                    )
                 if "bayesmkl_state" in f.attrs:
                     warnings.warn(
                         f"{path} has no checksums (written by bayesmkl before format 2); its "

@@ -23,7 +23,7 @@ from sklearn.utils.validation import (
 from bayesmkl import calibration as _calibration
 from bayesmkl import diagnostics
 from bayesmkl import loo as _loo
-from bayesmkl._checks import check_predictions
+from bayesmkl._checks import check_decision_scale, check_predictions
 from bayesmkl._validation import validate_labels
 from bayesmkl._x64 import with_x64, x64_scope
 from bayesmkl.likelihood import log_pseudo_likelihood_terms
@@ -166,11 +166,17 @@ class PosteriorMixin:
         -------
         ndarray (S, M, C)
             S = chains · draws, chain-major.
+
+        Raises ``NonFinitePredictionError`` for non-finite values and warns
+        (``ExtremeDecisionWarning``) for rows whose |f| exceeds 1e8 (the margin is at 1): their
+        test kernels or features lie far outside the training range.
         """
         Kt = self._test_kernels(X)
         w, a, b = self._flat_draws()
         F = draw_decision_values(w, a, b, Kt)
-        return check_predictions(F, "decision values", posterior=self.posterior_)
+        F = check_predictions(F, "decision values", posterior=self.posterior_)
+        check_decision_scale(F)
+        return F
 
     def _calibrator(self):
         cal = getattr(self, "calibrator_", None)

@@ -23,20 +23,25 @@ from collections.abc import Hashable
 import numpy as np
 from sklearn.preprocessing import LabelEncoder
 
+from bayesmkl._bounds import HYPER_BOUNDS
 from bayesmkl._checks import check_label_types
 from bayesmkl.model import signed_targets
 
 __all__ = [
+    "HYPER_BOUNDS",
+    "HYPER_CONSTRAINTS",
     "MAX_TIME",
     "Interval",
     "Options",
     "check_choice",
+    "check_hyper",
     "check_int",
     "check_label_types",
     "check_max_time",
     "check_param",
     "check_positive",
     "is_int",
+    "label_codes",
     "signed_targets",
     "validate_labels",
     "validate_params",
@@ -174,6 +179,40 @@ MAX_TIME = [
 ]
 
 
+#: The model hyper-parameters' constraints: the closed ranges of
+#: :data:`bayesmkl._bounds.HYPER_BOUNDS`, where the sampler's float64 arithmetic stays finite.
+HYPER_CONSTRAINTS = {
+    name: [
+        Interval(
+            "real", lo, hi,
+            description=f"a number in [{lo:g}, {hi:g}] (the range where the sampler's "
+            "arithmetic stays finite)",
+        )
+    ]
+    for name, (lo, hi) in HYPER_BOUNDS.items()
+}  # fmt: skip
+
+
+def check_hyper(name: str, value, label: str | None = None):
+    """Refuse a hyper-parameter outside :data:`HYPER_CONSTRAINTS` (``ValueError``); ``eta`` may
+    be a vector, each entry checked. ``label`` names it in the message (default ``name``)."""
+    label = name if label is None else label
+    if name == "eta" and not isinstance(value, numbers.Real):
+        try:
+            arr = np.asarray(value, dtype=float)
+        except (TypeError, ValueError):
+            arr = None
+        if arr is not None and arr.ndim == 0:
+            return check_param(label, float(arr), HYPER_CONSTRAINTS[name])
+        if arr is None or arr.ndim != 1 or arr.size == 0:
+            raise ValueError(f"{label} must be a number or a vector of numbers; got {value!r}")
+        for v in arr.tolist():
+            if not HYPER_CONSTRAINTS[name][0].is_satisfied_by(v):
+                check_param(f"every entry of {label}", v, HYPER_CONSTRAINTS[name])
+        return value
+    return check_param(label, value, HYPER_CONSTRAINTS[name])
+
+
 def check_max_time(max_time) -> float | None:
     """``None`` or ``float(max_time)`` for a positive finite number of seconds."""
     check_param("max_time", max_time, MAX_TIME)
@@ -202,3 +241,47 @@ def validate_labels(y, n_samples: int):
             f"y has a single class ({enc.classes_[0]!r}); a classifier needs at least two"
         )
     return enc.classes_, enc.transform(y)
+
+
+def _as_numbers(values) -> np.ndarray | None:
+    """``values`` as float64 when every one is a real number or a text that reads as one."""
+    out = []
+    for v in np.asarray(values, dtype=object).ravel():
+        if isinstance(v, bool | np.bool_) or not isinstance(v, numbers.Real | str | np.str_):
+            return None
+        try:
+            out.append(float(v))
+        except ValueError:
+            return None
+    return np.asarray(out, dtype=np.float64)
+
+
+def label_codes(y, classes, what: str = "y") -> np.ndarray:
+    """Positions of the labels ``y`` in ``classes`` (a fitted ``classes_``), as the estimator
+    compares labels: numbers as numbers, also when one side was read as text (``"1.0"``, ``1``
+    and ``1.0`` are one label), anything else as text.
+
+    Raises
+    ------
+    ValueError
+        When a label of ``y`` is not among ``classes``; the message names it and counts its rows.
+    """
+    y = np.asarray(y).ravel()
+    classes = np.asarray(classes).ravel()
+    ny, nc = _as_numbers(y), _as_numbers(classes)
+    if ny is not None and nc is not None:
+        keys_y, keys_c = ny.tolist(), nc.tolist()
+    else:
+        keys_y, keys_c = [str(v) for v in y], [str(v) for v in classes]
+    index = {k: i for i, k in enumerate(keys_c)}
+    codes = np.asarray([index.get(k, -1) for k in keys_y], dtype=np.int64)
+    if np.any(codes < 0):
+        unknown, counts = np.unique(y[codes < 0].astype(str), return_counts=True)
+        pairs = zip(unknown[:10].tolist(), counts[:10].tolist(), strict=True)
+        listed = ", ".join(f"{u!r} ({c} row{'s' if c > 1 else ''})" for u, c in pairs)
+        more = f" and {unknown.size - 10} more" if unknown.size > 10 else ""
+        raise ValueError(
+            f"{what} has label(s) that are not among the fitted classes "
+            f"{classes.tolist()}: {listed}{more}"
+        )
+    return codes

@@ -278,7 +278,8 @@ def crossfit_decision_draws(estimator, K, y, *, n_folds: int, seed: int, sample_
         Training kernels.
     y : array (N,)
     n_folds : int
-        Stratified folds (reduced to the smallest class count when needed; at least 2).
+        Stratified folds (reduced to the smallest class count when needed, with a warning;
+        at least 2).
     seed : int
         Seed of the fold split and of the fold fits.
     sample_weight : array (N,), optional
@@ -303,6 +304,15 @@ def crossfit_decision_draws(estimator, K, y, *, n_folds: int, seed: int, sample_
         raise ValueError(
             "calibration needs at least 2 training points of every class for cross-fitting; "
             f"the smallest class has {counts.min()}; use calibration=None"
+        )
+    if k < n_folds:
+        warnings.warn(
+            f"calibration: cross-fitting uses {k} folds instead of the {n_folds} asked for, "
+            f"because the smallest class has only {counts.min()} training points (stratified "
+            "folds need one point of every class each); the calibration map is fitted on "
+            f"{k} refits of {k - 1}/{k} of the data",
+            UserWarning,
+            stacklevel=4,
         )
     split = StratifiedKFold(k, shuffle=True, random_state=seed % (2**32 - 1))
     # a data-driven run is not repeated per fold: each refit runs the sweeps the main fit used

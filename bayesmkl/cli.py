@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bayesmkl._bounds import HYPER_BOUNDS
 from bayesmkl._csv import read_csv
 from bayesmkl.report import fit_and_report
 
@@ -163,6 +164,13 @@ def cmd_predict(args) -> int:
     if d is not None and X.shape[1] != d:
         hint = "" if args.has_label else " (if the last column is a label, pass --has-label)"
         raise CLIError(f"{args.data} has {X.shape[1]} feature columns; the model expects {d}{hint}")
+    if y is not None:  # compared as the estimator does: 1, 1.0 and "1.0" are the same label
+        from bayesmkl._validation import label_codes
+
+        try:
+            codes = label_codes(y, clf.classes_, f"the label column of {args.data}")
+        except ValueError as exc:
+            raise CLIError(f"{exc}; drop the column and --has-label to predict anyway") from None
     proba = clf.predict_proba(X)
     pred = clf.classes_[np.argmax(proba, axis=1)]
     header = [f"p_{c}" for c in clf.classes_.tolist()] + ["predicted"]
@@ -181,7 +189,7 @@ def cmd_predict(args) -> int:
     if args.out:
         print(f"wrote probabilities of {X.shape[0]} rows to {args.out}", file=sys.stderr)
     if y is not None:
-        acc = float(np.mean(pred.astype(str) == y.astype(str)))
+        acc = float(np.mean(np.argmax(proba, axis=1) == codes))
         print(f"accuracy on the labelled rows: {acc:.4f}", file=sys.stderr)
     return 0
 
@@ -266,7 +274,9 @@ def _add_sampler_args(p, *, chains_default: int, max_time_default=None) -> None:
     _add_choice(g, "--prior", PRIOR_NAMES, "named hyper-parameters (the paper's: 'paper')")
     for name, symbol in HYPER_OPTIONS:
         flag = "--" + name.replace("_", "-")
-        g.add_argument(flag, type=float, default=None, help=f"{symbol} (default: the prior's)")
+        lo, hi = HYPER_BOUNDS[name]  # refused outside (main): there the arithmetic fails
+        text = f"{symbol} (default: the prior's; allowed {lo:g} to {hi:g})"
+        g.add_argument(flag, type=float, default=None, help=text)
     g.add_argument(
         "--sampler",
         choices=MOVE_NAMES,
@@ -289,11 +299,7 @@ def _add_sampler_args(p, *, chains_default: int, max_time_default=None) -> None:
         CALIBRATIONS,
         "probability map: PSIS-LOO on the one posterior (loo), 3-fold refits (cv), or none",
     )
-    g.add_argument(
-        "--raw-proba",
-        action="store_true",
-        help="the paper's probabilities softmax(psi(f)) (the same as --calibration none)",
-    )
+    g.add_argument("--raw-proba", action="store_true", help="the same as --calibration none")
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -389,6 +395,11 @@ def main(argv=None) -> int:
                     raise CLIError(f"--{name.replace('_', '-')} must be at least 1")
             if args.num_warmup < 0:
                 raise CLIError("--num-warmup must be non-negative")
+            from bayesmkl._validation import check_hyper
+
+            for name, _ in HYPER_OPTIONS:  # before reading data: the ranges of _bounds
+                if getattr(args, name) is not None:  # None: the prior's value
+                    check_hyper(name, getattr(args, name), "--" + name.replace("_", "-"))
         _enable_jax_cache()
         return int(args.func(args) or 0)
     except CLIError as exc:

@@ -44,6 +44,7 @@ from bayesmkl.inference.chains import resolve_chain_method
 from bayesmkl.inference.runlength import sample_until_converged
 from bayesmkl.inference.runner import ChainRunner
 from bayesmkl.inference.sampler import BM3KL
+from bayesmkl.inference.state import capped_loops
 from bayesmkl.model import signed_targets
 
 __all__ = ["BM3KLClassifier", "EXTRA_FIELDS", "enable_compilation_cache", "make_rng_key"]
@@ -80,11 +81,11 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         γ₀ = 100). On breast cancer, 4 chains of 300 + 500 sweeps reach a smallest bulk ESS
         (over the weights and held-in decision values) of 7 and R-hat 1.6 under the paper's
         prior, 253 and 1.025 under the default, at the same test accuracy
-        (``benchmarks/results/prior_study.md``).
+        (``benchmarks/results/prior_study.md``). ``fit`` refuses values outside the ranges of
+        :mod:`bayesmkl._bounds`, where the sampler's arithmetic stays finite.
     eta : float or array (P,), default=None
-        η, Dirichlet concentration of the kernel weights (default prior: 2; paper: 1). Above 1
-        it keeps the weights off the simplex's edges, where neighbouring Gaussian widths trade
-        weight along a ridge that mixes slowly.
+        η, Dirichlet concentration of the kernel weights (default prior: 2; paper: 1); above 1
+        it keeps w off the simplex's edges, where neighbouring widths form a slow ridge.
     alpha_a : float, default=None
         α_a, first TPBN shape of the sample weights (both priors: 1, which uses the fast exact
         inverse-Gaussian update).
@@ -101,9 +102,8 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
     gamma0 : float, default=None
         γ₀, rate of the Exp(γ₀) prior on the augmentation variables λ (default prior: 1; paper:
         100 in Table 2, 500 and 10000 elsewhere); 0 gives the flat prior and the hinge
-        likelihood. Integrating λ out leaves exp(−u − s|u|), u = 1 − y·f, s = √(1 + 2γ₀): a
-        Laplace pull of every training margin to 1 with scale 1/(1 + s) (0.37 at γ₀ = 1, 0.07
-        at γ₀ = 100).
+        likelihood. With λ integrated out, every training margin is pulled to 1 by a Laplace
+        of scale 1/(1 + √(1 + 2γ₀)): 0.37 at γ₀ = 1, 0.07 at γ₀ = 100.
     sampler : {"collapsed", "gibbs", "exact", "rmala", "paper", "stable"}, default="collapsed"
         Kernel-weight move (:mod:`bayesmkl.inference.moves`). Exact: ``"collapsed"`` (exact
         pairwise Gibbs on w, then HMC on w with most sample weights and the biases integrated
@@ -181,19 +181,16 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         :func:`bayesmkl._weights.effective_sample_weight` (see :meth:`fit` for what a weight
         means in this model).
     kernel_names : sequence of str, optional
-        Names of the kernels with ``kernels="precomputed"`` (default ``K0, K1, ...``); they label
-        the DataTree's ``kernel`` coordinate and the plots. An error with a pool, which names
-        its kernels itself.
+        Names of precomputed kernels (default ``K0, K1, ...``) for the DataTree and the plots;
+        an error with a pool, which names its kernels itself.
     warm_start : bool, default=False
-        Continue the previous fit's chains from their stored final state (no new warm-up;
-        adapted step size and mass matrix frozen; each chain's own PRNG key, so 500 + 500
-        sweeps equal one run of 1000 with the same seed) and append ``num_samples`` new sweeps
-        per chain (``"auto"``: chunks until the targets hold on all draws, ``max_samples`` and
-        ``max_time`` budget this call). All fitted attributes, ``run_report_`` included, cover
-        the combined draws; the calibration map of the first fit is re-used while
-        ``calibration`` is unchanged. Needs the same data and the same posterior and chain
-        parameters (else ``ValueError``); without a previous fit it fits from scratch. A model
-        read by :meth:`load` keeps no sampler state and cannot be continued. See the user guide.
+        Continue the previous fit's chains from their final state (no new warm-up, adaptation
+        frozen, each chain's own key: 500 + 500 sweeps equal one run of 1000) and append
+        ``num_samples`` sweeps per chain (``"auto"``: until the targets hold on all draws;
+        ``max_samples``/``max_time`` budget this call). Fitted attributes cover the combined
+        draws; the calibration map is re-used while ``calibration`` is unchanged. Needs the
+        same data and posterior and chain parameters (else ``ValueError``); without a previous
+        fit it fits afresh; a model read by :meth:`load` cannot be continued. See the user guide.
 
     Attributes
     ----------
@@ -388,7 +385,12 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
             n_iter=int(self.num_warmup) + int(report.num_samples), random_seed=seed,
             run_report_=report,
         )  # fmt: skip
-        check_draws(self.posterior_, self.sample_stats_, num_warmup=int(self.num_warmup))
+        bits = np.atleast_1d(np.asarray(mcmc.last_state.capped))
+        check_draws(
+            self.posterior_, self.sample_stats_, num_warmup=int(self.num_warmup),
+            capped={c: capped_loops(b) for c, b in enumerate(bits)},
+            settings={k: getattr(self, k) for k in ("sampler", "step_size", "num_warmup")},
+        )  # fmt: skip
         if not report.converged:
             worst = describe_quantity(
                 report.worst, self.kernel_names_, classes, monitor.points, delta.shape[0]
@@ -431,14 +433,15 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         io.save(self, path)
 
     @classmethod
-    def load(cls, path) -> BM3KLClassifier:
+    def load(cls, path, *, verify: bool = True) -> BM3KLClassifier:
         """Load a classifier written by :meth:`save`.
 
         Its predictions equal those of the saved classifier. The file's checksums, groups and
         draws are verified by :func:`bayesmkl.io.read`, which raises ``FileNotFoundError`` or
-        a ``ValueError`` naming the file when it is missing, damaged or not a saved model.
+        a ``ValueError`` naming the file when it is missing, damaged (a format-2 file without
+        its checksums included) or not a saved model; ``verify=False`` skips the checksums.
         """
-        params, fitted = io.read(path)
+        params, fitted = io.read(path, verify=verify)
         return cls(**params)._set_fitted(**fitted)
 
     def __sklearn_tags__(self):

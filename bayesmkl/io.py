@@ -265,7 +265,7 @@ def save(clf, path) -> Path:
     return path
 
 
-def read(path) -> tuple[dict, dict]:
+def read(path, *, verify: bool = True) -> tuple[dict, dict]:
     """Read a classifier written by :func:`save` as ``(params, fitted)``.
 
     ``BM3KLClassifier(**params)._set_fitted(**fitted)`` rebuilds it (that is
@@ -275,6 +275,10 @@ def read(path) -> tuple[dict, dict]:
     Parameters
     ----------
     path : str or Path
+    verify : bool, default True
+        Verify the SHA-256 checksums before decoding anything, and refuse a file of format 2 or
+        later whose checksum record is missing. ``False`` skips the checksums (only for a file
+        you trust; the draws are still refused when they are not finite).
 
     Returns
     -------
@@ -288,13 +292,14 @@ def read(path) -> tuple[dict, dict]:
     FileNotFoundError
         If ``path`` does not exist.
     ValueError
-        If the file is not a saved bayesmkl classifier, is damaged (a checksum differs, a
-        group or attribute is malformed) or holds non-finite draws; the message names the file.
+        If the file is not a saved bayesmkl classifier, is damaged (a checksum differs or is
+        missing from a format-2 file, a group or attribute is malformed) or holds non-finite
+        draws; the message names the file.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such model file: {path}")
-    _verify_checksums(path)
+    _verify_checksums(path, verify=verify)
     try:
         with xr.open_datatree(path, engine="h5netcdf") as opened:
             tree = opened.load()

@@ -33,15 +33,20 @@ Usage::
 
 Writes ``benchmarks/results/calibration.json`` (dataset → method → means and SDs over splits, the
 per-split values, timings, the configuration and the machine) and ``calibration.md``; ``--quick``
-(2 sets, 2 splits, short chains, no GPC) writes ``calibration_quick.*``. The JSON is rewritten
-after every data set, so an interrupted run keeps what it finished.
+(2 sets, 2 splits, short chains, no GPC) writes ``calibration_quick.*``; ``--out STEM`` writes
+elsewhere. The data set ``tiny`` (60 synthetic rows, no shared data needed) is for smoke runs.
+
+Resumable (``benchmarks/_resume.py``): every finished unit — data set × split × method, where
+one BM3KL fit gives the three BM3KL rows — is written to the JSON at once (atomically), with the
+package commit and the load average; a restart with the same settings skips the units already
+there, so an interrupted run loses at most the unit it was in (``--fresh`` starts over;
+``--resume`` is accepted for compatibility: resuming is the default).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import platform
 import sys
@@ -54,6 +59,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+from _resume import UnitStore, tiny_data, write_atomic  # noqa: E402
 
 DATASETS = ("sonar", "liver", "ionosphere", "pima", "breast", "heart", "wine", "glass")
 METHODS = ("BM3KL", "BM3KL raw", "BM3KL psis", "BEMKL", "BM3KLMAP", "SVC", "GPC")
@@ -208,8 +215,8 @@ def summarise(per_split: dict) -> dict:
 
 def criterion(summary: dict) -> dict:
     """Issue 10's test for one data set: BM3KL vs SVC+Platt and vs the most accurate method."""
-    bm, svc = summary["BM3KL"], summary.get("SVC")
-    if svc is None:
+    bm, svc = summary.get("BM3KL"), summary.get("SVC")
+    if bm is None or svc is None:
         return {}
     compared = [m for m in summary if m != "BM3KL psis"]
     best_acc = max(summary[m]["acc"] for m in compared)
@@ -272,12 +279,14 @@ def write_markdown(result: dict, path: Path) -> None:
         "|---|---|---|---|---|",
     ]
     for ds, info in result["bm3kl_info"].items():
+        if not info:  # no BM3KL fit on this set
+            continue
         mean = {k: np.mean([i[k] for i in info]) for k in info[0]}
         lines.append(
             f"| {ds} | {mean['temperature']:.2f} | {mean['intercept']:.2f} | "
             f"{mean['psis_temperature']:.2f} | {mean['khat_gt_0.7']:.2f} |"
         )
-    path.write_text("\n".join(lines) + "\n")
+    write_atomic(path, "\n".join(lines) + "\n")
 
 
 def main(argv=None) -> int:
@@ -295,9 +304,12 @@ def main(argv=None) -> int:
     p.add_argument("--folds", type=int, default=3, help="calibration cross-fitting folds")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
-        "--resume", action="store_true", help="keep the data sets already in the results file"
-    )
+        "--resume", action="store_true",
+        help="keep the units already in the results file (the default; kept for compatibility)",
+    )  # fmt: skip
+    p.add_argument("--fresh", action="store_true", help="ignore the units already in the file")
     p.add_argument("--stem", default=None, help="results file name (default calibration[_quick])")
+    p.add_argument("--out", default=None, help="results path stem (default results/STEM)")
     args = p.parse_args(argv)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
@@ -316,10 +328,13 @@ def main(argv=None) -> int:
     from bayesmkl.estimator import enable_compilation_cache
 
     enable_compilation_cache()
-    if find_uci_dir() is None:
+    if find_uci_dir() is None and any(d != "tiny" for d in datasets):
         print("shared UCI data not found (../shared/data/uci or $BAYESMKL_DATA); nothing to do")
         return 1
-    RESULTS.mkdir(exist_ok=True)
+    out = Path(args.out) if args.out else RESULTS / stem
+    unit_keys = ("splits", "sampler", "chains", "num_warmup", "num_samples", "folds", "seed")
+    store = UnitStore(out.with_suffix(".json"), {k: getattr(args, k) for k in unit_keys},
+                      fresh=args.fresh)  # fmt: skip
     result = {
         "config": {**vars(args), "methods": methods, "datasets": datasets, "split_seed": 0},
         "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform()},
@@ -328,64 +343,73 @@ def main(argv=None) -> int:
         "criterion": {},
         "bm3kl_info": {},
     }
-    t_start = time.perf_counter()
-    path = RESULTS / f"{stem}.json"
-    if args.resume and path.is_file():
-        old = json.loads(path.read_text())
-        skip = ("resume", "datasets", "stem")
-        same = {k: v for k, v in old["config"].items() if k not in skip}
-        if same != {k: v for k, v in result["config"].items() if k not in skip}:
-            raise SystemExit(f"--resume: {path} was written with another configuration")
-        for key in ("datasets", "per_split", "criterion", "bm3kl_info"):
-            result[key] = old[key]
-        result["wall_s_earlier_runs"] = old.get("wall_s", 0.0)
-        result["config"]["datasets"] = list(dict.fromkeys(old["config"]["datasets"] + datasets))
-        print(f"resuming: keeping {', '.join(old['datasets'])}")
-    for ds in datasets:
-        if ds in result["datasets"]:
-            continue
-        try:
-            X, y = load_uci(ds)
-        except FileNotFoundError as exc:
-            print(f"skipping {ds}: {exc}")
-            continue
-        splitter = StratifiedShuffleSplit(args.splits, test_size=0.3, random_state=args.seed)
+    wall_s = 0.0  # summed over the units, whichever run computed them
+    # data sets of earlier runs that this one does not ask for keep their summaries
+    earlier = [k.split(" | ")[0] for k in store.units]
+    extra = [d for d in dict.fromkeys(earlier) if d not in datasets]
+    for ds in datasets + extra:
+        compute = ds in datasets
+        keys = [[store.key(ds, f"split {k}", m) for m in (methods if compute else METHODS)]
+                for k in range(args.splits)]  # fmt: skip
+        if compute and not all(store.done(key) for row in keys for key in row):
+            try:  # the data only when a unit is still to do
+                X, y = tiny_data() if ds == "tiny" else load_uci(ds)
+            except FileNotFoundError as exc:
+                print(f"skipping {ds}: {exc}")
+                continue
+            splitter = StratifiedShuffleSplit(args.splits, test_size=0.3, random_state=args.seed)
+            splits = list(splitter.split(X, y))
         per = {}
         infos = []
-        for k, (tr, te) in enumerate(splitter.split(X, y)):
-            Xtr, Xte, ytr, yte = X[tr], X[te], y[tr], y[te]
-            classes = np.unique(ytr)
-            codes = np.searchsorted(classes, yte)
-            for m in methods:
-                if m == "BM3KL":
-                    outs, info = bm3kl_family(Xtr, ytr, Xte, args, args.seed + k)
-                    infos.append(info)
-                else:
-                    outs = {m: baseline(m, Xtr, ytr, Xte, args.seed + k)}
-                for name, (P, fit_s) in outs.items():
-                    row = metrics(P, codes)
-                    row["fit_s"] = fit_s
+        for k in range(args.splits):
+            fitted = False
+            for key in keys[k]:
+                m = key.split(" | ")[-1]
+                if not store.done(key):
+                    if not compute:
+                        continue
+                    tr, te = splits[k]
+                    Xtr, Xte, ytr, yte = X[tr], X[te], y[tr], y[te]
+                    codes = np.searchsorted(np.unique(ytr), yte)
+                    t0 = time.perf_counter()
+                    if m == "BM3KL":
+                        outs, info = bm3kl_family(Xtr, ytr, Xte, args, args.seed + k)
+                    else:
+                        outs, info = {m: baseline(m, Xtr, ytr, Xte, args.seed + k)}, None
+                    rows = {name: {**metrics(P, codes), "fit_s": fit_s}
+                            for name, (P, fit_s) in outs.items()}  # fmt: skip
+                    wall = time.perf_counter() - t0
+                    store.add(key, {"rows": rows, "info": info, "wall_s": wall})
+                    fitted = True
+                unit = store.result(key)
+                wall_s += unit["wall_s"]
+                if unit["info"] is not None:
+                    infos.append(unit["info"])
+                for name, row in unit["rows"].items():
                     per.setdefault(name, []).append(row)
-            # Every BM3KL fit compiles new executables that JAX's caches keep mapped (about
-            # 1,100 memory maps per fit); after ~60 fits LLVM cannot map more and the process
-            # segfaults (vm.max_map_count = 65530). Clearing the caches releases them.
-            jax.clear_caches()
-            gc.collect()
-            done = {n: round(r[-1]["logloss"], 3) for n, r in per.items()}
-            print(f"{ds} split {k}: log-loss {done}", flush=True)
+            if fitted:
+                # Every BM3KL fit compiles new executables that JAX's caches keep mapped (about
+                # 1,100 memory maps per fit); after ~60 fits LLVM cannot map more and the
+                # process segfaults (vm.max_map_count = 65530). Clearing the caches releases them.
+                jax.clear_caches()
+                gc.collect()
+                done = {n: round(r[-1]["logloss"], 3) for n, r in per.items()}
+                print(f"{ds} split {k}: log-loss {done}", flush=True)
+        if not per:
+            continue
         summ = summarise(per)
         result["datasets"][ds] = summ
         result["per_split"][ds] = per
         result["criterion"][ds] = criterion(summ)
         result["bm3kl_info"][ds] = infos
-        result["wall_s"] = result.get("wall_s_earlier_runs", 0.0) + time.perf_counter() - t_start
+        result["wall_s"] = wall_s
         result["machine"]["loadavg_1_5_15"] = list(os.getloadavg())
-        path.write_text(json.dumps(result, indent=1))
-        write_markdown(result, RESULTS / f"{stem}.md")
+        store.save(**result)
+        write_markdown(result, out.with_suffix(".md"))
     crit = [c for c in result["criterion"].values() if c]
     both = sum(c["logloss_le_svc"] and c["ece_le_svc"] for c in crit)
     print(f"\nBM3KL log-loss and ECE <= SVC on {both} of {len(crit)} sets")
-    print((RESULTS / f"{stem}.md").read_text())
+    print(out.with_suffix(".md").read_text())
     return 0
 
 

@@ -18,12 +18,18 @@ Counted per run (= per chain):
 
 Writes ``benchmarks/results/stress.json`` (``{"runs", "nan_runs", "silent_failures", ...,
 "rows": [...]}``) and ``stress.md``; ``--quick`` (repro + liver + wine, 200 sweeps) writes
-``stress_quick.*``.
+``stress_quick.*``; ``--tiny`` (a 60-row synthetic set, 6 sweeps, 2 chains, γ0 ∈ {1, 100},
+no calibration refits: a smoke run) writes ``stress_tiny.*``.
+
+Resumable (``benchmarks/_resume.py``): every fit (data set × γ0) is written to the JSON as soon
+as it ends, with the package commit and the load average; a restart with the same settings
+skips the fits already there (``--fresh`` starts over).
 
 Usage::
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/stress.py [--quick]
-        [--datasets repro,wine] [--gammas 1,100] [--sweeps 2000] [--chains 5]
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/stress.py [--quick | --tiny]
+        [--datasets repro,wine] [--gammas 1,100] [--sweeps 2000] [--chains 5] [--out STEM]
+        [--fresh]
 
 Cost: the sampler's (a, b) step is O(C·N³) per sweep, so pima and breast (N = 537 and 398 train
 points) dominate; the full protocol is several CPU-hours on 2 cores.
@@ -40,7 +46,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sweep_floor import md_table, write_results  # noqa: E402
+from _resume import UnitStore, tiny_data, write_atomic  # noqa: E402
+from sweep_floor import RESULTS, _default, machine_info, md_table  # noqa: E402
 
 from bayesmkl import BM3KLClassifier  # noqa: E402
 from bayesmkl._checks import SamplerDivergenceError, SamplerDivergenceWarning  # noqa: E402
@@ -57,6 +64,8 @@ def load(name: str):
     """``(X, y)`` or ``None`` when the shared data are absent."""
     if name == "repro":
         return make_duplicated_rows()
+    if name == "tiny":
+        return tiny_data()
     from bayesmkl.datasets import find_uci_dir, load_mfeat, load_uci
 
     if find_uci_dir() is None:
@@ -76,7 +85,7 @@ def split(X, y, seed=0, test=0.3):
     return train_test_split(X, y, test_size=test, random_state=seed, stratify=y)
 
 
-def run_one(name, X, y, gamma0, chains, sweeps):
+def run_one(name, X, y, gamma0, chains, sweeps, calibration="cv"):
     """One vectorized fit; one row per chain."""
     Xtr, Xte, ytr, yte = split(X, y)
     warmup = sweeps // 2
@@ -88,6 +97,7 @@ def run_one(name, X, y, gamma0, chains, sweeps):
         chain_method="vectorized",
         random_state=0,
         progress_bar=False,
+        calibration=calibration,
     )
     raised, warned = "", False
     t0 = time.perf_counter()
@@ -150,23 +160,49 @@ def run_one(name, X, y, gamma0, chains, sweeps):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="repro + liver + wine, 200 sweeps")
-    ap.add_argument("--datasets", help="comma-separated subset of " + ",".join(FULL))
+    ap.add_argument(
+        "--tiny", action="store_true",
+        help="smoke run: a 60-row synthetic set, 6 sweeps, 2 chains, γ0 1 and 100, raw rule",
+    )  # fmt: skip
+    ap.add_argument("--datasets", help="comma-separated subset of " + ",".join(FULL + ("tiny",)))
     ap.add_argument("--gammas", help="comma-separated γ0 values (default 1,100,10000)")
     ap.add_argument("--sweeps", type=int, help="sweeps per chain (default 2000; quick 200)")
-    ap.add_argument("--chains", type=int, default=5, help="seeds = vectorized chains (5)")
+    ap.add_argument("--chains", type=int, default=None, help="seeds = vectorized chains (5)")
+    ap.add_argument("--out", help="results path stem (default benchmarks/results/stress[_quick])")
+    ap.add_argument("--fresh", action="store_true", help="ignore the fits already in the JSON")
     args = ap.parse_args(argv)
-    names = args.datasets.split(",") if args.datasets else (QUICK if args.quick else FULL)
-    gammas = tuple(float(g) for g in args.gammas.split(",")) if args.gammas else GAMMAS
-    sweeps = args.sweeps or (200 if args.quick else 2000)
+    default_names = ("tiny",) if args.tiny else (QUICK if args.quick else FULL)
+    names = args.datasets.split(",") if args.datasets else default_names
+    default_gammas = (1.0, 100.0) if args.tiny else GAMMAS
+    gammas = tuple(float(g) for g in args.gammas.split(",")) if args.gammas else default_gammas
+    sweeps = args.sweeps or (6 if args.tiny else 200 if args.quick else 2000)
+    chains = args.chains or (2 if args.tiny else 5)
+    calibration = None if args.tiny else "cv"
+    stem = "stress_tiny" if args.tiny else "stress_quick" if args.quick else "stress"
+    out = Path(args.out) if args.out else RESULTS / stem
+    from bayesmkl.estimator import enable_compilation_cache
+
+    enable_compilation_cache()  # a restarted run loads the programs compiled before
+    store = UnitStore(
+        out.with_suffix(".json"),
+        {"sweeps": sweeps, "chains": chains, "calibration": calibration,
+         "sampler": BM3KLClassifier().sampler, "split": "stratified 70/30, seed 0"},
+        fresh=args.fresh, default=_default,
+    )  # fmt: skip
     rows, skipped = [], []
     for name in names:
-        data = load(name)
-        if data is None:
-            skipped.append(name)
-            print(f"{name}: shared UCI data not found; skipped", flush=True)
-            continue
+        data = None
         for g in gammas:
-            got = run_one(name, *data, g, args.chains, sweeps)
+            key = store.key(name, f"gamma0={g:g}")
+            if store.done(key):
+                rows += store.result(key)
+                continue
+            data = load(name) if data is None else data
+            if data is None:
+                skipped.append(name)
+                print(f"{name}: shared UCI data not found; skipped", flush=True)
+                break
+            got = run_one(name, *data, g, chains, sweeps, calibration)
             rows += got
             print(
                 f"{name:>10} γ0={g:<7g} nan={sum(r['nan_run'] for r in got)} "
@@ -174,6 +210,7 @@ def main(argv=None):
                 f"acc={[r['test_accuracy'] for r in got]} fit {got[0]['fit_s']:.1f} s",
                 flush=True,
             )
+            store.add(key, got)
     summary = {
         "runs": len(rows),
         "nan_runs": sum(r["nan_run"] for r in rows),
@@ -184,11 +221,13 @@ def main(argv=None):
             "datasets": list(names),
             "skipped": skipped,
             "gamma0": list(gammas),
-            "seeds_as_vectorized_chains": args.chains,
+            "seeds_as_vectorized_chains": chains,
             "sweeps_per_chain": sweeps,
             "split": "stratified 70/30, seed 0",
             "sampler": rows[0]["sampler"] if rows else None,
             "quick": bool(args.quick),
+            "tiny": bool(args.tiny),
+            "calibration": calibration,
         },
     }
     md = [
@@ -197,7 +236,7 @@ def main(argv=None):
         f"{summary['silent_failures']} silent failures, {summary['raised_runs']} runs in fits "
         f"that raised, {summary['warned_runs']} in fits that warned. Sampler: "
         f"`{summary['protocol']['sampler']}`, {sweeps} sweeps per chain, "
-        f"{args.chains} vectorized chains per fit, γ0 ∈ {list(gammas)}.\n",
+        f"{chains} vectorized chains per fit, γ0 ∈ {list(gammas)}.\n",
         md_table(
             rows,
             [
@@ -218,8 +257,9 @@ def main(argv=None):
     ]
     if skipped:
         md.append(f"\nSkipped (no shared data): {', '.join(skipped)}\n")
-    name = "stress_quick" if args.quick else "stress"
-    write_results(name, {**summary, "rows": rows}, "\n".join(md))
+    store.save(benchmark=stem, machine=machine_info(), **summary, rows=rows)
+    write_atomic(out.with_suffix(".md"), "\n".join(md))
+    print(f"wrote {out.with_suffix('.json')} and .md")
     return summary
 
 

@@ -22,7 +22,13 @@ Protocol (spec ``baselines.md``, paper A, "Protocol A"):
 
 ``--quick`` shrinks splits, folds and grids (see ``QUICK``) so that the three data sets run in
 minutes on two cores. Results go to ``benchmarks/results/xu_table1.{json,md}`` with the published
-Table I (accuracy) and Table II (training time) numbers beside ours.
+Table I (accuracy) and Table II (training time) numbers beside ours. The data set ``tiny`` (60
+synthetic rows, no shared data needed) is for smoke runs.
+
+Resumable (``benchmarks/_resume.py``): every finished unit — data set × split × method: its CV
+and its refit — is written to the JSON at once (atomically), with the package commit and the
+load average; a restart with the same settings skips the units already there (``--fresh``
+starts over).
 
 Usage::
 
@@ -50,6 +56,9 @@ from sklearn.model_selection import StratifiedKFold, train_test_split
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from _resume import UnitStore, tiny_data, write_atomic  # noqa: E402
 
 from bayesmkl import BM3KLClassifier  # noqa: E402
 from bayesmkl.baselines import (  # noqa: E402
@@ -218,71 +227,104 @@ def cv_task(method, params, K, y, tr, va, P, cfg):
     return acc, warned
 
 
-def run_split(name, X, y, split, methods, cfg, seed, n_jobs):
-    """One random 70/30 split: kernels, CV for every method, refit, test accuracy."""
-    rs = seed + split
-    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=rs)
-    t0 = time.perf_counter()
-    pool = KernelPool.simplemkl().fit(Xtr)
-    Ktr, Kte = pool.train_kernels(), pool.cross_kernels(Xte)
-    kernel_time = time.perf_counter() - t0
+class SplitData:
+    """The kernels and CV folds of one random 70/30 split, computed on first use."""
+
+    def __init__(self, X, y, split, cfg, seed):
+        self.X, self.y, self.cfg, self.rs = X, y, cfg, seed + split
+        self._data = None
+
+    def get(self):
+        if self._data is None:
+            rs = self.rs
+            Xtr, Xte, ytr, yte = train_test_split(self.X, self.y, test_size=0.3, random_state=rs)
+            t0 = time.perf_counter()
+            pool = KernelPool.simplemkl().fit(Xtr)
+            Ktr, Kte = pool.train_kernels(), pool.cross_kernels(Xte)
+            kernel_time = time.perf_counter() - t0
+            folds = list(
+                StratifiedKFold(self.cfg["folds"], shuffle=True, random_state=rs).split(
+                    np.zeros(len(ytr)), ytr
+                )
+            )
+            self._data = (Ktr, Kte, ytr, yte, folds, kernel_time)
+        return self._data
+
+
+def run_method(name, data: SplitData, split, m, cfg, n_jobs):
+    """One unit: CV of ``m``'s grid on one split, the refit and its test accuracy."""
+    Ktr, Kte, ytr, yte, folds, kernel_time = data.get()
     P = Ktr.shape[0]
-    folds = list(
-        StratifiedKFold(cfg["folds"], shuffle=True, random_state=rs).split(np.zeros(len(ytr)), ytr)
-    )
-    grids = {m: method_grid(m, cfg, P) for m in methods}
-    # costly methods first, for load balance across workers
-    order = sorted(methods, key=lambda m: ["SimpleMKL", "SGMKL", "SM1MKL"].count(m), reverse=True)
-    tasks = [
-        (m, g, f)
-        for m in order
-        if len(grids[m]) > 1  # a single grid point needs no CV
-        for g in range(len(grids[m]))
-        for f in range(len(folds))
-    ]
+    grid = method_grid(m, cfg, P)
+    # a single grid point needs no CV
+    tasks = [(g, f) for g in range(len(grid)) for f in range(len(folds))] if len(grid) > 1 else []
     t0 = time.perf_counter()
     out = Parallel(n_jobs=n_jobs)(
-        delayed(cv_task)(m, grids[m][g], Ktr, ytr, *folds[f], P, cfg) for m, g, f in tasks
+        delayed(cv_task)(m, grid[g], Ktr, ytr, *folds[f], P, cfg) for g, f in tasks
     )
     cv_time = time.perf_counter() - t0
-    scores = {m: np.zeros((len(grids[m]), len(folds))) for m in methods}
-    cv_warn = dict.fromkeys(methods, 0)
-    for (m, g, f), (acc, warned) in zip(tasks, out, strict=True):
-        scores[m][g, f] = acc
-        cv_warn[m] += int(warned)
-    res = {}
-    for m in methods:
-        best = int(np.argmax(scores[m].mean(axis=1)))
-        params = grids[m][best]
-        est = make_estimator(m, params, P, {**cfg, "split_seed": rs})
-        t0 = time.perf_counter()
-        est, warned = fit_quietly(est, Ktr, ytr)
-        fit_time = time.perf_counter() - t0
-        acc = float(np.mean(est.predict(Kte) == yte))
-        res[m] = dict(
-            acc=100.0 * acc,
-            time=fit_time,
-            params=params,
-            cv_acc=100.0 * float(scores[m][best].mean()) if len(grids[m]) > 1 else float("nan"),
-            n_kernels=selected_kernels(est),
-            n_iter=int(getattr(est, "n_iter_", 1)),
-            refit_hit_max_iter=bool(warned),
-            cv_fits_hit_max_iter=cv_warn[m],
-        )
-        report = getattr(est, "run_report_", None)
-        if report is not None:  # BM3KL: did the chains converge within the budget?
-            res[m]["run"] = dict(
-                converged=bool(report.converged), stopped_by=report.stopped_by,
-                num_samples=int(report.num_samples), rhat_max=float(report.rhat_max),
-                ess_bulk_min=float(report.ess_bulk_min),
-            )  # fmt: skip
-        print(
-            f"  {name:10s} split {split}  {m:9s} acc {100 * acc:6.2f}  fit {fit_time:7.2f}s  "
-            f"MNK {res[m]['n_kernels']:4d}  {params}",
-            flush=True,
-        )
-    info = dict(P=P, n_train=len(ytr), n_test=len(yte), kernel_time=kernel_time, cv_time=cv_time)
+    scores = np.zeros((len(grid), len(folds)))
+    cv_warn = 0
+    for (g, f), (acc, warned) in zip(tasks, out, strict=True):
+        scores[g, f] = acc
+        cv_warn += int(warned)
+    best = int(np.argmax(scores.mean(axis=1)))
+    params = grid[best]
+    est = make_estimator(m, params, P, {**cfg, "split_seed": data.rs})
+    t0 = time.perf_counter()
+    est, warned = fit_quietly(est, Ktr, ytr)
+    fit_time = time.perf_counter() - t0
+    acc = float(np.mean(est.predict(Kte) == yte))
+    res = dict(
+        acc=100.0 * acc,
+        time=fit_time,
+        params=params,
+        cv_acc=100.0 * float(scores[best].mean()) if len(grid) > 1 else float("nan"),
+        n_kernels=selected_kernels(est),
+        n_iter=int(getattr(est, "n_iter_", 1)),
+        refit_hit_max_iter=bool(warned),
+        cv_fits_hit_max_iter=cv_warn,
+    )
+    report = getattr(est, "run_report_", None)
+    if report is not None:  # BM3KL: did the chains converge within the budget?
+        res["run"] = dict(
+            converged=bool(report.converged), stopped_by=report.stopped_by,
+            num_samples=int(report.num_samples), rhat_max=float(report.rhat_max),
+            ess_bulk_min=float(report.ess_bulk_min),
+        )  # fmt: skip
+    print(
+        f"  {name:10s} split {split}  {m:9s} acc {100 * acc:6.2f}  fit {fit_time:7.2f}s  "
+        f"MNK {res['n_kernels']:4d}  {params}",
+        flush=True,
+    )
+    info = dict(P=P, n_train=len(ytr), n_test=len(yte), kernel_time=kernel_time,
+                cv_time=cv_time)  # fmt: skip
     return res, info
+
+
+def run_split(name, X, y, split, methods, cfg, seed, n_jobs, store=None):
+    """One random 70/30 split: kernels, CV for every method, refit, test accuracy.
+
+    With a :class:`UnitStore`, each method is one unit: skipped when stored, stored when done
+    (the kernels are computed only when a method is still to do).
+    """
+    data = SplitData(X, y, split, cfg, seed)
+    res, infos = {}, []
+    # costly methods first
+    for m in sorted(methods, key=lambda m: ["SimpleMKL", "SGMKL", "SM1MKL"].count(m),
+                    reverse=True):  # fmt: skip
+        key = None if store is None else store.key(name, f"split {split}", m)
+        if key is not None and store.done(key):
+            unit = _unjson(store.result(key))
+        else:
+            unit = dict(zip(("res", "info"), run_method(name, data, split, m, cfg, n_jobs),
+                            strict=True))  # fmt: skip
+            if key is not None:
+                store.add(key, _jsonable(unit))
+        res[m] = unit["res"]
+        infos.append(unit["info"])
+    info = dict(infos[0], cv_time=sum(i["cv_time"] for i in infos))
+    return {m: res[m] for m in methods}, info
 
 
 def selected_kernels(est, rel_threshold: float = 1e-3) -> int:
@@ -295,7 +337,9 @@ def selected_kernels(est, rel_threshold: float = 1e-3) -> int:
 
 
 def load(name):
-    """``(X, y)`` of a UCI data set from the shared data directory."""
+    """``(X, y)`` of a UCI data set from the shared data directory (``tiny``: synthetic)."""
+    if name == "tiny":
+        return tiny_data()
     try:
         from bayesmkl.datasets import find_uci_dir, load_uci
 
@@ -448,7 +492,7 @@ def write_markdown(path: Path, report: dict) -> None:
                 lines.append(f"  - {m}: defaults, no CV{note}{_run_note(r[m].get('runs'))}")
             else:
                 lines.append(f"  - {m}: selected {r[m]['params']}{note}")
-    path.write_text("\n".join(lines) + "\n")
+    write_atomic(path, "\n".join(lines) + "\n")
 
 
 def main(argv=None):
@@ -467,6 +511,7 @@ def main(argv=None):
         help="wall-time budget in s of each BM3KL fit (default: none, up to max_samples sweeps)",
     )  # fmt: skip
     ap.add_argument("--out", default=str(RESULTS / "xu_table1"), help="output path stem")
+    ap.add_argument("--fresh", action="store_true", help="ignore the units already in the JSON")
     ap.add_argument("--render", metavar="JSON", help="only re-write the .md of a saved .json")
     args = ap.parse_args(argv)
     if args.render:
@@ -505,12 +550,16 @@ def main(argv=None):
         data={},
         results={},
     )
+    out = Path(args.out)
+    skip = ("methods", "n_jobs", "splits")  # they do not change a unit's result
+    unit_config = _jsonable({k: v for k, v in cfg.items() if k not in skip})
+    store = UnitStore(out.with_suffix(".json"), unit_config, fresh=args.fresh)
     t_all = time.perf_counter()
     for name in datasets:
         X, y = load(name)
         per_split, infos = [], []
         for split in range(cfg["splits"]):
-            res, info = run_split(name, X, y, split, methods, cfg, args.seed, args.n_jobs)
+            res, info = run_split(name, X, y, split, methods, cfg, args.seed, args.n_jobs, store)
             per_split.append(res)
             infos.append(info)
         report["data"][name] = dict(
@@ -525,10 +574,7 @@ def main(argv=None):
         report["results"][name] = summarise(per_split, methods)
     report["total_wall_time_s"] = time.perf_counter() - t_all
     report["environment"]["loadavg_end"] = list(os.getloadavg())
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(_jsonable(report), indent=1, default=float, allow_nan=False)
-    out.with_suffix(".json").write_text(text)
+    store.save(**_jsonable(report))  # strict JSON: no NaN or inf
     write_markdown(out.with_suffix(".md"), report)
     print(f"wrote {out.with_suffix('.json')} and .md in {report['total_wall_time_s']:.0f} s")
 

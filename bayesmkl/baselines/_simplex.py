@@ -29,6 +29,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import brentq
 
+#: Most doublings of the bracket of :func:`elastic_net_support`'s root (2^1100 > float max).
+_MAX_DOUBLINGS = 1100
+
 
 def _as_nonnegative(a) -> np.ndarray:
     a = np.asarray(a, dtype=np.float64)
@@ -340,7 +343,15 @@ def elastic_net_support(h, v: float) -> float:
 
     lo = v  # g(lo) = −1: every μ_m is zero
     hi = 2.0 * v + 1.0
-    while g(hi) < 0:
+    # g grows without bound, so doubling brackets its root; 1100 doublings pass float max
+    for _ in range(_MAX_DOUBLINGS):
+        if not g(hi) < 0:
+            break
         lo, hi = hi, 2.0 * hi
+    else:
+        raise FloatingPointError(
+            f"elastic-net support: no bracket of the root after {_MAX_DOUBLINGS} doublings "
+            f"(h has non-finite or extreme values: max {hmax:.3g})"
+        )
     s = brentq(g, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
     return float(hmax * (mu_of(s) @ hn))

@@ -267,9 +267,16 @@ class BM3KLMAP(MKLClassifierBase):
             return J, grad
 
         J, g = J_and_grad(w)
+        if not (np.isfinite(J) and np.all(np.isfinite(g))):
+            raise FloatingPointError(
+                "BM3KLMAP: the kernel-weight objective or its gradient is not finite "
+                f"(objective {J:.3g}); check the kernels and hyper-parameters for extreme values"
+            )
         step = 1.0 / max(np.abs(g).max(), 1e-12)
         for _ in range(n_steps):
-            while True:
+            # the step starts at most at 1e12·2^n_steps and halves: below 1e-20 (where the
+            # search stops) within _MAX_HALVINGS halvings, unless the arithmetic fails
+            for _ in range(_MAX_HALVINGS):
                 logits = np.log(w) - step * (g - g.max())
                 w_new = np.exp(logits - logits.max())
                 w_new = np.maximum(w_new / w_new.sum(), 1e-300)
@@ -278,6 +285,12 @@ class BM3KLMAP(MKLClassifierBase):
                 if J_new <= J + g @ (w_new - w) + (1.0 / step) * _kl(w_new, w) or step < 1e-20:
                     break
                 step *= 0.5
+            else:
+                raise FloatingPointError(
+                    f"BM3KLMAP: the line search of the kernel weights did not end after "
+                    f"{_MAX_HALVINGS} step halvings (objective {J_new:.3g}, step {step:.3g}); "
+                    "the arithmetic is not finite: check the kernels and hyper-parameters"
+                )
             converged = abs(J - J_new) <= 1e-12 * max(1.0, abs(J))
             w, J, g = w_new, J_new, g_new
             step *= 2.0
@@ -296,6 +309,10 @@ class BM3KLMAP(MKLClassifierBase):
 
     def predict(self, X):
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+
+#: Most step halvings of one line search of :meth:`BM3KLMAP._w_step` (see there).
+_MAX_HALVINGS = 2000
 
 
 def _kl(p, q):

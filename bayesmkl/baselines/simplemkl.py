@@ -121,7 +121,9 @@ def _maximal_step_path(mu: np.ndarray, D: np.ndarray, u: int):
     """
     segments = []
     cur, D = mu.copy(), D.copy()
-    while True:
+    # each step zeroes one more weight (and its direction), so at most P steps: the cap only
+    # catches arithmetic that went non-finite
+    for _ in range(mu.size + 1):
         neg = np.flatnonzero(D < 0)
         if neg.size == 0:
             break
@@ -139,6 +141,11 @@ def _maximal_step_path(mu: np.ndarray, D: np.ndarray, u: int):
         D[(cur <= 0) & (D < 0)] = 0.0
         D[u] = 0.0
         D[u] = -D.sum()
+    else:
+        raise FloatingPointError(
+            f"SimpleMKL: the maximal-step path did not end after {mu.size + 1} steps (the "
+            "weights or the descent direction are not finite)"
+        )
     return segments, cur
 
 

@@ -77,11 +77,14 @@ def sweep(
     Phi = cond.per_kernel_decisions(K, z["a"])
     T, V = pseudo_observations(delta, z["lam"], weight)
     e = z["e"]
+    capped = state.capped
     if spec.pairwise:
         n_pairs = max(1, int(np.ceil(config.pairs_per_kernel * P)))
-        e = simplex.sample_w_exact(
-            k_g, e, Phi, z["b"], T, V, eta, n_pairs, eta_is_one=config.eta_is_one
-        )
+        e, hit = simplex.sample_w_exact(
+            k_g, e, Phi, z["b"], T, V, eta, n_pairs, eta_is_one=config.eta_is_one,
+            return_capped=True,
+        )  # fmt: skip
+        capped = capped | hit
 
     t = (state.i + 1).astype(jnp.float64)
     warm = state.i < num_warmup
@@ -140,9 +143,10 @@ def sweep(
         a, b = cond.sample_ab(k_ab, Kw, delta, lam, z["nu"], tau, weight)
     # (4) TPBN
     if config.nu_update == "collapsed":  # conditions on (w, λ) only; ends with (a, b) | w, λ, ν
-        nu, varsigma, a, b = tpbn.collapsed_nu_step(
-            k_nu, Kw, delta, lam, z["nu"], h, config.nu_max, weight
+        nu, varsigma, a, b, hit = tpbn.collapsed_nu_step(
+            k_nu, Kw, delta, lam, z["nu"], h, config.nu_max, weight, return_capped=True
         )
+        capped = capped | hit
     else:
         nu = cond.sample_nu(k_nu, a, z["varsigma"], h.alpha_a, config.hyper.alpha_a == 1.0)
         varsigma = cond.sample_varsigma(k_vs, nu, h.alpha_a, h.beta_a, h.kappa)
@@ -160,6 +164,7 @@ def sweep(
         adapt_state=adapt_state,
         mass_sqrt=mass_sqrt,
         welford=welford,
+        capped=capped,
         hyper=h,
         rng_key=key,
     )

@@ -31,9 +31,29 @@ from jax.scipy.stats import norm
 
 from bayesmkl.random import gamma
 
-__all__ = ["pairwise_gibbs", "quadratic_form", "sample_w_exact", "truncated_normal"]
+__all__ = [
+    "CAP_SLICE_W",
+    "CAP_TRUNCNORM",
+    "REJECT_MAX_ROUNDS",
+    "SLICE_MAX_STEPS",
+    "pairwise_gibbs",
+    "quadratic_form",
+    "sample_w_exact",
+    "truncated_normal",
+]
 
 _EDGE = 1e-15  # draws are kept inside [c·_EDGE, c·(1 − _EDGE)] so that log w stays finite
+
+#: Most proposals of one slice update of a weight (:func:`_slice_segment`). Each rejected
+#: proposal shrinks the bracket by a uniform factor (E log = −1), so the bracket reaches the
+#: stopping width 1e-15·c after about 35 proposals; 1000 are never needed by a finite target.
+SLICE_MAX_STEPS = 1000
+#: Most rounds of the uniform-rejection route of :func:`truncated_normal` (acceptance ≥ e^{−1/2}
+#: per round, so 1000 rejections have probability below 0.4^1000).
+REJECT_MAX_ROUNDS = 1000
+#: Bits of the ``capped`` flag: which loop stopped at its cap (the sweep's ``BM3KLState.capped``).
+CAP_SLICE_W = 1
+CAP_TRUNCNORM = 2
 
 
 def quadratic_form(Phi, b, T, V):
@@ -77,13 +97,15 @@ def _log_diff_exp(a, b):
     return a + jnp.log1p(-jnp.exp(b - a))
 
 
-def truncated_normal(key, mean, sd, lo, hi):
+def truncated_normal(key, mean, sd, lo, hi, *, return_capped=False):
     """One exact draw of N(mean, sd²) truncated to ``[lo, hi]`` (scalars; jit/vmap-able).
 
     Standardise to [α, β]; reflect so that the interval's midpoint is ≤ 0 (the lower tail, where
     log Φ is accurate); then invert the CDF in log space. When the interval is so narrow that the
     CDF difference would lose precision ((β − α)·max(|α|, |β|) < 1), draw from the uniform on the
-    interval and accept with the normal density ratio instead (acceptance ≥ e^{−1/2}).
+    interval and accept with the normal density ratio instead (acceptance ≥ e^{−1/2}), at most
+    :data:`REJECT_MAX_ROUNDS` rounds: a draw that hits the cap is NaN, never a silent value.
+    ``return_capped=True`` also returns whether it did (a bool).
     """
     a = (lo - mean) / sd
     bt = (hi - mean) / sd
@@ -100,40 +122,47 @@ def truncated_normal(key, mean, sd, lo, hi):
     z_min = jnp.clip(0.0, a, bt)  # point of the interval closest to the mode
 
     def reject_cond(c):
-        return ~c[1]
+        return ~c[1] & (c[3] < REJECT_MAX_ROUNDS)
 
     def reject_body(c):
-        k, _, _ = c
+        k, _, _, n = c
         k, k1, k2 = jax.random.split(k, 3)
         z = a + (bt - a) * jax.random.uniform(k1, dtype=jnp.float64)
-        ok = jnp.log(jax.random.uniform(k2, dtype=jnp.float64)) < 0.5 * (z_min**2 - z**2)
-        return k, ok, z
+        # z_min² − z² as a product: no cancellation far in the tails (|z| ~ 1e9 and beyond)
+        ok = jnp.log(jax.random.uniform(k2, dtype=jnp.float64)) < 0.5 * (z_min - z) * (z_min + z)
+        return k, ok, z, n + 1
 
-    _, _, z_rej = jax.lax.while_loop(
-        reject_cond, reject_body, (k_rej, ~narrow, jnp.asarray(0.0, jnp.float64))
-    )
-    z = jnp.where(narrow, z_rej, z_cdf)
+    init = (k_rej, ~narrow, jnp.asarray(0.0, jnp.float64), jnp.zeros((), jnp.int32))
+    _, accepted, z_rej, _ = jax.lax.while_loop(reject_cond, reject_body, init)
+    capped = narrow & ~accepted
+    z = jnp.where(narrow, jnp.where(capped, jnp.nan, z_rej), z_cdf)
     z = jnp.where(flip, -z, z)
-    return mean + sd * z
+    x = mean + sd * z
+    return (x, capped) if return_capped else x
 
 
 # --------------------------------------------------------------------------------------------
 # Slice sampling on [0, c] for η ≠ 1
 # --------------------------------------------------------------------------------------------
-def _slice_segment(key, x0, c, logpdf):
+def _slice_segment(key, x0, c, logpdf, *, return_capped=False):
     """One exact slice-sampling update of x ∈ (0, c) for an unnormalised ``logpdf`` (Neal 2003).
 
     The initial bracket is the whole segment, so no stepping out is needed; shrinkage towards
-    x0 guarantees termination.
+    x0 ends it (at the latest when the bracket has shrunk to rounding width, where x0 is the only
+    point left). Two guards make it end in every case, with NaN rather than a silent value: a
+    non-finite ``x0``, ``c`` or slice level (NaN input) returns NaN at once, and an update that
+    has not ended after :data:`SLICE_MAX_STEPS` proposals returns NaN. ``return_capped=True``
+    also returns whether the cap was hit (a bool).
     """
     k_y, k_loop = jax.random.split(key)
     log_y = logpdf(x0) + jnp.log(jax.random.uniform(k_y, dtype=jnp.float64))
+    bad = ~jnp.isfinite(x0) | ~jnp.isfinite(c) | jnp.isnan(log_y)
 
     def cond(s):
-        return ~s[4]
+        return ~s[4] & (s[5] < SLICE_MAX_STEPS)
 
     def body(s):
-        k, lo, hi, _, _ = s
+        k, lo, hi, _, _, n = s
         k, k1 = jax.random.split(k)
         x = lo + (hi - lo) * jax.random.uniform(k1, dtype=jnp.float64)
         ok = logpdf(x) >= log_y
@@ -141,16 +170,21 @@ def _slice_segment(key, x0, c, logpdf):
         hi = jnp.where(~ok & (x >= x0), x, hi)
         # a bracket shrunk to rounding width can only return x0 itself
         done = ok | (hi - lo <= 1e-15 * c)
-        return k, lo, hi, jnp.where(ok, x, x0), done
+        return k, lo, hi, jnp.where(ok, x, x0), done, n + 1
 
-    init = (k_loop, jnp.zeros_like(x0), c, x0, jnp.asarray(False))
-    return jax.lax.while_loop(cond, body, init)[3]
+    init = (k_loop, jnp.zeros_like(x0), c, x0, bad, jnp.zeros((), jnp.int32))
+    _, _, _, x, done, _ = jax.lax.while_loop(cond, body, init)
+    capped = ~done
+    x = jnp.where(bad | capped, jnp.nan, x)
+    return (x, capped) if return_capped else x
 
 
 # --------------------------------------------------------------------------------------------
 # The sweep over pairs
 # --------------------------------------------------------------------------------------------
-def pairwise_gibbs(key, w, M, v, eta, n_pairs: int, *, eta_is_one: bool = True):
+def pairwise_gibbs(
+    key, w, M, v, eta, n_pairs: int, *, eta_is_one: bool = True, return_capped: bool = False
+):
     """``n_pairs`` exact pairwise Gibbs updates of w on the simplex.
 
     Parameters
@@ -167,18 +201,22 @@ def pairwise_gibbs(key, w, M, v, eta, n_pairs: int, *, eta_is_one: bool = True):
         independently of the state, so each update leaves the conditional invariant.
     eta_is_one : bool
         Static route: truncated-normal draws (η ≡ 1) or slice sampling (any η).
+    return_capped : bool
+        Also return an int32 of the ``CAP_*`` bits of the loops that hit their cap (their
+        draws are NaN, so w is NaN from there on).
 
     Returns
     -------
     array (P,)
     """
     P = w.shape[0]
+    none = jnp.zeros((), jnp.int32)
     if P == 1:
-        return w
+        return (w, none) if return_capped else w
     g0 = M @ w - v
 
     def body(i, carry):
-        w, g = carry
+        w, g, capped = carry
         k_i = jax.random.fold_in(key, i)
         k_j, k_k, k_x = jax.random.split(k_i, 3)
         j = jax.random.randint(k_j, (), 0, P)
@@ -187,27 +225,32 @@ def pairwise_gibbs(key, w, M, v, eta, n_pairs: int, *, eta_is_one: bool = True):
         q = jnp.maximum(M[j, j] + M[k, k] - 2.0 * M[j, k], 0.0)
         wj = w[j]
         logpdf = _edge_logpdf(wj, g, j, k, q, eta, c)
+
+        def slice_draw():
+            x, hit = _slice_segment(k_x, wj, c, logpdf, return_capped=True)
+            return x, jnp.where(hit, jnp.int32(CAP_SLICE_W), jnp.int32(0))
+
         if eta_is_one:
             # q = 0 (identical kernels along this edge): the conditional is exponential-linear
             # (uniform when g_j = g_k); slice sampling covers that case exactly.
-            x = jax.lax.cond(
-                q > 0,
-                lambda: truncated_normal(
-                    k_x, wj - (g[j] - g[k]) / jnp.where(q > 0, q, 1.0),
-                    1.0 / jnp.sqrt(jnp.where(q > 0, q, 1.0)), 0.0, c,
-                ),
-                lambda: _slice_segment(k_x, wj, c, logpdf),
-            )  # fmt: skip
+            def tn_draw():
+                qq = jnp.where(q > 0, q, 1.0)
+                x, hit = truncated_normal(
+                    k_x, wj - (g[j] - g[k]) / qq, 1.0 / jnp.sqrt(qq), 0.0, c, return_capped=True
+                )
+                return x, jnp.where(hit, jnp.int32(CAP_TRUNCNORM), jnp.int32(0))
+
+            x, hit = jax.lax.cond(q > 0, tn_draw, slice_draw)
         else:
-            x = _slice_segment(k_x, wj, c, logpdf)
+            x, hit = slice_draw()
         x = jnp.clip(x, c * _EDGE, c * (1.0 - _EDGE))
         s = x - wj
         w = w.at[j].set(x).at[k].set(c - x)
         g = g + s * (M[:, j] - M[:, k])
-        return w, g
+        return w, g, capped | hit
 
-    w, _ = jax.lax.fori_loop(0, n_pairs, body, (w, g0))
-    return w
+    w, _, capped = jax.lax.fori_loop(0, n_pairs, body, (w, g0, none))
+    return (w, capped) if return_capped else w
 
 
 def _edge_logpdf(wj, g, j, k, q, eta, c):
@@ -225,13 +268,18 @@ def _edge_logpdf(wj, g, j, k, q, eta, c):
     return logpdf
 
 
-def sample_w_exact(key, e, Phi, b, T, V, eta, n_pairs: int, *, eta_is_one: bool = True):
+def sample_w_exact(
+    key, e, Phi, b, T, V, eta, n_pairs: int, *, eta_is_one: bool = True, return_capped=False
+):
     """Exact kernel-weight update: pairwise Gibbs on w, then e = w · Gamma(Ση, 1).
 
     ``e: (P,)``, ``Phi: (P, C, N)``, ``b: (C,)``, ``T, V: (C, N)``, ``eta: (P,)``. Returns the
-    new ``e (P,)``.
+    new ``e (P,)``, and with ``return_capped=True`` the ``CAP_*`` bits of :func:`pairwise_gibbs`.
     """
     k_w, k_s = jax.random.split(key)
     M, v = quadratic_form(Phi, b, T, V)
-    w = pairwise_gibbs(k_w, e / jnp.sum(e), M, v, eta, n_pairs, eta_is_one=eta_is_one)
-    return w * gamma(k_s, jnp.sum(eta))
+    w, capped = pairwise_gibbs(
+        k_w, e / jnp.sum(e), M, v, eta, n_pairs, eta_is_one=eta_is_one, return_capped=True
+    )
+    e = w * gamma(k_s, jnp.sum(eta))
+    return (e, capped) if return_capped else e

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesmkl.inference import tpbn
+from bayesmkl.inference import simplex, tpbn
 from bayesmkl.inference.moves import (
     MOVE_SPECS,
     MOVES,
@@ -28,10 +28,12 @@ from bayesmkl.model import Hyper
 __all__ = [
     "BM3KLConfig",
     "BM3KLState",
+    "CAPPED_LOOPS",
     "MASS_RESTART_STEP",
     "MIN_MASS_WINDOW",
     "NU_UPDATES",
     "SITES",
+    "capped_loops",
     "hyper_arrays",
     "init_state",
     "mass_window",
@@ -39,6 +41,18 @@ __all__ = [
 
 SITES = ("e", "a", "b", "lam", "nu", "varsigma")
 NU_UPDATES = ("gibbs", "collapsed")
+
+#: The bits of :attr:`BM3KLState.capped`: the inner loops of a sweep that stop at a cap.
+CAPPED_LOOPS = {
+    simplex.CAP_SLICE_W: "the slice sampler of the kernel weights w (pairwise Gibbs)",
+    simplex.CAP_TRUNCNORM: "the rejection sampler of the truncated-normal kernel-weight draws",
+    tpbn.CAP_SLICE_NU: "the slice sampler of the TPBN scales nu (nu_update='collapsed')",
+}
+
+
+def capped_loops(bits) -> list[str]:
+    """The descriptions (:data:`CAPPED_LOOPS`) of the loops whose bits are set in ``bits``."""
+    return [text for bit, text in CAPPED_LOOPS.items() if int(bits) & bit]
 
 
 class BM3KLConfig(NamedTuple):
@@ -175,6 +189,11 @@ class BM3KLState(NamedTuple):
         Factor L of the HMC moves' inverse mass matrix L Lᵀ (identity until learnt).
     welford : WelfordState
         Running covariance of u = 2√e over the mass-adaptation window.
+    capped : int32
+        Bits (:data:`CAPPED_LOOPS`) of the inner loops that have stopped at their iteration cap
+        in any sweep so far (kept once set, warm-up included). A capped loop gives NaN, so the
+        draws from there on are unusable; the estimator raises ``SamplerDivergenceError``
+        naming the loop.
     hyper : Hyper
         The numeric hyper-parameters as arrays. They travel in the state rather than as
         compile-time constants, so one compiled sweep serves every value (a grid search over
@@ -193,6 +212,7 @@ class BM3KLState(NamedTuple):
     adapt_state: DualAveragingState
     mass_sqrt: jax.Array
     welford: WelfordState
+    capped: jax.Array
     hyper: Hyper
     rng_key: jax.Array
 
@@ -235,6 +255,7 @@ def init_state(rng_key, K, delta, config: BM3KLConfig, init_params=None) -> BM3K
         adapt_state=dual_averaging_init(config.step_size),
         mass_sqrt=jnp.eye(P),
         welford=welford_init(P),
+        capped=jnp.zeros((), jnp.int32),
         hyper=hyper_arrays(config.hyper, P),
         rng_key=rng_key,
     )

@@ -69,6 +69,7 @@ from bayesmkl.inference import conditionals as cond
 from bayesmkl.likelihood import pseudo_observations
 
 __all__ = [
+    "CAP_SLICE_NU",
     "collapsed_nu_step",
     "log_nu_conditional",
     "loo_qr",
@@ -86,8 +87,14 @@ NU_MAX = 1e8
 #: Initial width of the slice bracket in θ and the most steps it is stepped out on each side.
 SLICE_WIDTH = 2.0
 SLICE_MAX_STEPS = 64
-#: Most shrinkage steps of one slice update (each halves the bracket or better on average).
+#: Most shrinkage steps of one slice update (each halves the bracket or better on average, and
+#: x0, always inside the slice, is proposed once the bracket is a few ulps wide).
 SLICE_MAX_SHRINK = 200
+#: Relative width under which a bracket counts as collapsed onto x0 (64 ulps of 1).
+_ROUNDING_WIDTH = 64 * 2.0**-52
+#: Bit of the sweep's ``capped`` flag (``BM3KLState.capped``) set when a slice update of ν
+#: stopped at ``SLICE_MAX_SHRINK`` (the bits of :mod:`~bayesmkl.inference.simplex` are 1 and 2).
+CAP_SLICE_NU = 4
 
 
 def log_nu_conditional(theta, q, r, alpha, beta, kappa):
@@ -99,17 +106,32 @@ def log_nu_conditional(theta, q, r, alpha, beta, kappa):
 
 
 def slice_stepping_out(
-    key, x0, logpdf, lower=-THETA_MAX, upper=THETA_MAX, width=SLICE_WIDTH, max_steps=SLICE_MAX_STEPS
+    key,
+    x0,
+    logpdf,
+    lower=-THETA_MAX,
+    upper=THETA_MAX,
+    width=SLICE_WIDTH,
+    max_steps=SLICE_MAX_STEPS,
+    *,
+    return_capped=False,
 ):
     """One exact univariate slice-sampling update (Neal 2003, stepping out and shrinkage).
 
     The target is restricted to [``lower``, ``upper``]. Stepping out uses the random split
-    of ``max_steps`` between the two sides that makes it reversible (Neal 2003, Fig. 3); if
-    shrinkage has not found a point after ``SLICE_MAX_SHRINK`` steps (a bracket of rounding
-    width) x0 is kept, which is the only point left in it.
+    of ``max_steps`` between the two sides that makes it reversible (Neal 2003, Fig. 3).
+    Shrinkage ends when a point of the slice is found, after at most ``SLICE_MAX_SHRINK``
+    steps. Each step shrinks the bracket by a uniform factor, so by then it has shrunk to a few
+    ulps around x0 (about e^{−200} of its width), and x0 — in the slice, but not found there
+    when rounding hides the gap ``log π(x0) − log y`` of a very peaked conditional — is the
+    only point left: x0 is kept, as the exact update would (nearly) do. A bracket that is still
+    wider than that at the cap (only NaN arithmetic gets there), or a non-finite x0 or slice
+    level, returns NaN, never a silent value; ``return_capped=True`` also returns whether the
+    cap was hit that way (a bool).
     """
     k_y, k_u, k_v, k_s = jax.random.split(key, 4)
     log_y = logpdf(x0) + jnp.log(jax.random.uniform(k_y, dtype=jnp.float64))
+    bad = ~jnp.isfinite(x0) | jnp.isnan(log_y)
 
     def inside(x):
         return (x >= lower) & (x <= upper) & (logpdf(x) > log_y)
@@ -135,9 +157,15 @@ def slice_stepping_out(
         hi = jnp.where(~ok & (x1 >= x0), x1, hi)
         return key, lo, hi, jnp.where(ok, x1, x), ok, n + 1
 
-    init = (k_s, lo, hi, x0, jnp.asarray(False), jnp.zeros((), jnp.int32))
-    out = jax.lax.while_loop(lambda c: ~c[4] & (c[5] < SLICE_MAX_SHRINK), shrink, init)
-    return out[3]
+    init = (k_s, lo, hi, x0, bad, jnp.zeros((), jnp.int32))
+    _, lo, hi, x, done, _ = jax.lax.while_loop(
+        lambda c: ~c[4] & (c[5] < SLICE_MAX_SHRINK), shrink, init
+    )
+    # at the cap: x0 when the bracket has collapsed to rounding width around it, else a failure
+    collapsed = hi - lo <= _ROUNDING_WIDTH * jnp.maximum(1.0, jnp.abs(x0))
+    capped = ~done & ~collapsed
+    x = jnp.where(bad | capped, jnp.nan, x)
+    return (x, capped) if return_capped else x
 
 
 def _loo(u, k, z, nu_i):
@@ -169,12 +197,16 @@ def loo_qr(B, Kt, z, nu, i):
     return _loo(B @ k, k, z, nu[i])[3:]
 
 
-def nu_scan(key, Kw, t, v, nu, tau, alpha, beta, kappa, nu_max=NU_MAX, return_inverse=False):
+def nu_scan(
+    key, Kw, t, v, nu, tau, alpha, beta, kappa, nu_max=NU_MAX, return_inverse=False,
+    return_capped=False,
+):  # fmt: skip
     """Sweep every ν_i of one class in a random order (module docstring); returns the new ν.
 
     ``Kw: (N, N)``, ``t, v, nu: (N,)`` (pseudo-targets, noise variances, current scales).
     ``return_inverse=True`` also returns the final B = Σ̃⁻¹, z = B t̃ and the scale of Σ̃ (for
-    tests).
+    tests); ``return_capped=True`` appends whether a slice update hit its cap (a bool; that
+    ν_i is then NaN).
 
     The points are visited in blocks of ``min(SCAN_BLOCK, N)``: for a block the products B₀K̃_block
     are one GEMM, the rank-one updates inside it are kept as B = B₀ − U diag(c) Uᵀ (so each
@@ -195,7 +227,7 @@ def nu_scan(key, Kw, t, v, nu, tau, alpha, beta, kappa, nu_max=NU_MAX, return_in
     upper = jnp.log(nu_max)
 
     def step(carry, xs):
-        U, c, P0, z, nu = carry
+        U, c, P0, z, nu, capped = carry
         j, i, k_i = xs
         k = Kt[:, i]
         u = P0[:, j] - U @ (c * (U.T @ k))  # B k with B = B₀ − U diag(c) Uᵀ
@@ -205,7 +237,8 @@ def nu_scan(key, Kw, t, v, nu, tau, alpha, beta, kappa, nu_max=NU_MAX, return_in
             return log_nu_conditional(th, q_m, r_m, alpha, beta, kappa)
 
         th0 = jnp.clip(jnp.log(nu[i]), -THETA_MAX, upper)
-        nu_new = jnp.exp(slice_stepping_out(k_i, th0, logpdf, -THETA_MAX, upper))
+        th_new, hit = slice_stepping_out(k_i, th0, logpdf, -THETA_MAX, upper, return_capped=True)
+        nu_new = jnp.exp(th_new)
         # a numerically broken factorisation (non-finite q, r) leaves ν_i as it is
         nu_new = jnp.where(jnp.isfinite(q_m) & jnp.isfinite(r_m), nu_new, nu[i])
         d = nu_new - nu[i]
@@ -213,36 +246,49 @@ def nu_scan(key, Kw, t, v, nu, tau, alpha, beta, kappa, nu_max=NU_MAX, return_in
         U = U.at[:, j].set(u)
         c = c.at[j].set(d / den)
         z = z - (d * r / den) * u
-        return (U, c, P0, z, nu.at[i].set(nu_new)), None
+        return (U, c, P0, z, nu.at[i].set(nu_new), capped | hit), None
 
     def block(carry, xs):
-        B, z, nu = carry
+        B, z, nu, capped = carry
         idx, ks = xs
         P0 = B @ Kt[:, idx]  # (N, nblk), one GEMM
         U0 = jnp.zeros((N, nblk), B.dtype)
         c0 = jnp.zeros(nblk, B.dtype)
-        (U, c, _, z, nu), _ = jax.lax.scan(step, (U0, c0, P0, z, nu), (jnp.arange(nblk), idx, ks))
-        return (B - (U * c) @ U.T, z, nu), None
+        (U, c, _, z, nu, capped), _ = jax.lax.scan(
+            step, (U0, c0, P0, z, nu, capped), (jnp.arange(nblk), idx, ks)
+        )
+        return (B - (U * c) @ U.T, z, nu, capped), None
 
-    (B, z, nu), _ = jax.lax.scan(block, (B, z, nu), (order, keys))
-    return (nu, B, z, scale) if return_inverse else nu
+    init = (B, z, nu, jnp.asarray(False))
+    (B, z, nu, capped), _ = jax.lax.scan(block, init, (order, keys))
+    out = (nu, B, z, scale) if return_inverse else (nu,)
+    out = out + (capped,) if return_capped else out
+    return out if len(out) > 1 else out[0]
 
 
-def collapsed_nu_step(key, Kw, delta, lam, nu, hyper, nu_max=NU_MAX, weight=None):
+def collapsed_nu_step(
+    key, Kw, delta, lam, nu, hyper, nu_max=NU_MAX, weight=None, *, return_capped=False
+):
     """The collapsed TPBN block: ν | w, λ point by point, then ς | ν, then (a, b) | w, λ, ν.
 
     ``Kw: (N, N)``, ``delta, lam, nu: (C, N)``; ``hyper`` a :class:`~bayesmkl.model.Hyper`
     of (possibly traced) values; ``nu_max`` the upper bound of ν; ``weight`` sample weights
     ``(N,)`` or ``None`` (they only change the pseudo-observations T, V:
-    :func:`bayesmkl.likelihood.pseudo_observations`). Returns ``(nu, varsigma, a, b)``.
+    :func:`bayesmkl.likelihood.pseudo_observations`). Returns ``(nu, varsigma, a, b)``, and with
+    ``return_capped=True`` also :data:`CAP_SLICE_NU` (int32) when a slice update hit its cap,
+    else 0.
     """
     k_nu, k_vs, k_ab = jax.random.split(key, 3)
     C = delta.shape[0]
     T, V = pseudo_observations(delta, lam, weight)
     scan = lambda k, t, v, n: nu_scan(  # noqa: E731
-        k, Kw, t, v, n, hyper.bias_prior_var, hyper.alpha_a, hyper.beta_a, hyper.kappa, nu_max
-    )
-    nu = jax.vmap(scan)(jax.random.split(k_nu, C), T, V, nu)
+        k, Kw, t, v, n, hyper.bias_prior_var, hyper.alpha_a, hyper.beta_a, hyper.kappa, nu_max,
+        return_capped=True,
+    )  # fmt: skip
+    nu, capped = jax.vmap(scan)(jax.random.split(k_nu, C), T, V, nu)
     varsigma = cond.sample_varsigma(k_vs, nu, hyper.alpha_a, hyper.beta_a, hyper.kappa)
     a, b = cond.sample_ab(k_ab, Kw, delta, lam, nu, hyper.bias_prior_var, weight)
-    return nu, varsigma, a, b
+    if not return_capped:
+        return nu, varsigma, a, b
+    bits = jnp.where(jnp.any(capped), jnp.int32(CAP_SLICE_NU), jnp.int32(0))
+    return nu, varsigma, a, b, bits

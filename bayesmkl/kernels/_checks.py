@@ -23,7 +23,8 @@ __all__ = [
 ]
 
 #: Environment variable with the most memory (GiB) one kernel tensor may take; default: the
-#: memory available now (``MemAvailable`` of ``/proc/meminfo``).
+#: memory available now (``MemAvailable`` of ``/proc/meminfo``), or less when the address-space
+#: limit of the process (``ulimit -v``, ``RLIMIT_AS``) leaves less room.
 MEMORY_LIMIT_ENV = "BAYESMKL_MEMORY_LIMIT_GB"
 
 
@@ -32,9 +33,12 @@ class KernelMemoryError(ValueError, MemoryError):
 
 
 def kernel_memory_limit() -> float | None:
-    """Bytes one kernel tensor may take: ``$BAYESMKL_MEMORY_LIMIT_GB`` or the available memory.
+    """Bytes one kernel tensor may take: ``$BAYESMKL_MEMORY_LIMIT_GB``, else the smaller of the
+    available physical memory and the room left under the process's address-space limit
+    (``resource.RLIMIT_AS``, set by ``ulimit -v``: its soft limit minus the address space in
+    use, ``VmSize``), since an allocation beyond either fails.
 
-    ``None`` when neither is known (no check is then made).
+    ``None`` when none is known (no check is then made).
     """
     import os
 
@@ -44,6 +48,14 @@ def kernel_memory_limit() -> float | None:
             return float(env) * 2**30
         except ValueError:
             raise ValueError(f"{MEMORY_LIMIT_ENV}={env!r} is not a number of GiB") from None
+    limits = [v for v in (_available_memory(), _address_space_room()) if v is not None]
+    return min(limits) if limits else None
+
+
+def _available_memory() -> float | None:
+    """Available physical memory in bytes (``MemAvailable``), or ``None``."""
+    import os
+
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
@@ -55,6 +67,28 @@ def kernel_memory_limit() -> float | None:
         return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
     except (ValueError, OSError, AttributeError):
         return None
+
+
+def _address_space_room() -> float | None:
+    """Bytes left under the soft ``RLIMIT_AS`` (minus ``VmSize``), or ``None`` when unlimited."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError, AttributeError):  # not POSIX
+        return None
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return None
+    used = 0.0
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmSize:"):
+                    used = float(line.split()[1]) * 1024
+                    break
+    except OSError:
+        pass
+    return max(float(soft) - used, 0.0)
 
 
 def check_kernel_memory(P: int, M: int, N: int, dtype, what: str = "kernel tensor") -> int:
@@ -74,8 +108,9 @@ def check_kernel_memory(P: int, M: int, N: int, dtype, what: str = "kernel tenso
         hints.append("fewer rows, or a feature view")
         raise KernelMemoryError(
             f"the {what} ({P} kernels × {M} × {N}, {np.dtype(dtype).name}) needs "
-            f"{gib:.3g} GiB but only {limit / 2**30:.3g} GiB are available "
-            f"(set {MEMORY_LIMIT_ENV} to change the limit); use " + ", ".join(hints)
+            f"{gib:.3g} GiB but only {limit / 2**30:.3g} GiB are available (free memory, "
+            f"or the room left under ulimit -v; set {MEMORY_LIMIT_ENV} to change the limit); "
+            "use " + ", ".join(hints)
         )
     return need
 

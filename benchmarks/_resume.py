@@ -1,0 +1,157 @@
+"""Resumable benchmark runs: each finished unit of work is saved at once, and a restart skips it.
+
+A *unit* is the smallest piece of a benchmark worth keeping on its own (one data set × split ×
+method, one stress fit). :class:`UnitStore` keeps the units of one results file: every
+:meth:`~UnitStore.add` writes the whole JSON file again, atomically (a temporary file in the
+same directory, then ``os.replace``), so an interrupted run — Ctrl-C, a kill, a crash, a full
+machine — leaves the units it finished, never a half-written file. Each unit records the package
+commit it was computed with (``git rev-parse HEAD``, or ``"unknown"``), the load average when it
+ended (``os.getloadavg()``), the process id and the time.
+
+A restart with the same configuration skips the finished units; with another configuration it
+refuses to mix them (pass ``fresh=True``, the scripts' ``--fresh``, to start over). A results
+file of the earlier, non-resumable format is started over.
+
+Setting ``BAYESMKL_BENCH_STOP_AFTER=k`` stops a run (exit status :data:`STOPPED`) after it has
+finished ``k`` units, as a kill at that point would: the tests use it to interrupt and restart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["STOPPED", "STOP_AFTER_ENV", "UnitStore", "git_commit", "tiny_data", "write_atomic"]
+
+#: Environment variable: stop after this many units finished by the current process.
+STOP_AFTER_ENV = "BAYESMKL_BENCH_STOP_AFTER"
+#: Exit status of a run stopped by :data:`STOP_AFTER_ENV`.
+STOPPED = 75
+
+_REPO = Path(__file__).resolve().parent.parent
+
+
+def git_commit(repo: Path = _REPO) -> str:
+    """``git rev-parse HEAD`` of ``repo``, or ``"unknown"`` (no git, not a checkout)."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=30, check=True,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and ``os.replace`` (atomic)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _loadavg():
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:  # not available on this platform
+        return None
+
+
+class UnitStore:
+    """The finished units of one results file.
+
+    Parameters
+    ----------
+    path : str or Path
+        The results JSON. It holds ``{"unit_config": ..., "units": {key: record}, ...}``; the
+        script adds its summary to the same file (:meth:`save`).
+    config : dict
+        What makes units comparable (everything that changes a unit's result). A file written
+        with another configuration is refused.
+    fresh : bool
+        Ignore the units already in ``path`` and start over.
+    default : callable, optional
+        ``json.dumps``'s ``default`` for values JSON does not know.
+    """
+
+    def __init__(self, path, config: dict, *, fresh: bool = False, default=None):
+        self.path = Path(path)
+        self.config = json.loads(json.dumps(config, default=default))
+        self.default = default
+        self.commit = git_commit()
+        self.units: dict[str, dict] = {}
+        self.extra: dict = {}
+        self.added = 0
+        self.stop_after = int(os.environ.get(STOP_AFTER_ENV) or 0)
+        if fresh or not self.path.is_file():
+            return
+        try:
+            old = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            old = {}
+        if not isinstance(old, dict) or "units" not in old:
+            print(f"{self.path}: not a resumable results file; starting over", flush=True)
+            return
+        if old.get("unit_config") != self.config:
+            raise SystemExit(
+                f"{self.path} holds units of another configuration ({old.get('unit_config')}); "
+                "pass --fresh to start over, or write elsewhere"
+            )
+        self.units = dict(old["units"])
+        if self.units:
+            print(f"resuming {self.path}: {len(self.units)} unit(s) already done", flush=True)
+
+    @staticmethod
+    def key(*parts) -> str:
+        """The key of a unit: its parts joined by ``" | "``."""
+        return " | ".join(str(p) for p in parts)
+
+    def done(self, key: str) -> bool:
+        return key in self.units
+
+    def result(self, key: str):
+        return self.units[key]["result"]
+
+    def add(self, key: str, result) -> None:
+        """Record a finished unit and write the file; stop if ``STOP_AFTER_ENV`` says so."""
+        self.units[key] = {
+            "result": result,
+            "commit": self.commit,
+            "loadavg": _loadavg(),
+            "pid": os.getpid(),
+            "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+        }
+        self.save()
+        self.added += 1
+        if self.stop_after and self.added >= self.stop_after:
+            print(f"stopping after {self.added} unit(s) ({STOP_AFTER_ENV})", flush=True)
+            sys.exit(STOPPED)
+
+    def save(self, **extra) -> None:
+        """Write config, units and ``extra`` (e.g. the summary) atomically."""
+        self.extra.update(extra)
+        payload = {**self.extra, "unit_config": self.config, "units": self.units}
+        write_atomic(self.path, json.dumps(payload, indent=1, default=self.default) + "\n")
+
+
+def tiny_data(n: int = 60, d: int = 3, seed: int = 0):
+    """A small two-class synthetic set ``(X, y)`` for smoke runs (no shared data needed)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = (X[:, 0] + 0.5 * X[:, 1] + 0.5 * rng.normal(size=n) > 0).astype(int)
+    return X, y
