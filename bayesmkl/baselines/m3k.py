@@ -28,11 +28,8 @@ cutting-plane bound of all solutions so far (:class:`PlaneBound`).
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 from scipy.optimize import linprog
-from sklearn.exceptions import ConvergenceWarning
 
 from bayesmkl._validation import MAX_TIME, Interval, validate_params
 from bayesmkl.baselines._budget import Budget
@@ -53,7 +50,7 @@ from bayesmkl.baselines._solvers import (
     store_fit,
 )
 from bayesmkl.baselines._svm import combine
-from bayesmkl.baselines.simplemkl import reduced_gradient_step
+from bayesmkl.baselines.simplemkl import descend, reduced_gradient_step
 
 __all__ = ["M3K", "PlaneBound", "solve_m3k"]
 
@@ -169,28 +166,11 @@ def solve_m3k(
         s = evaluate(np.ones(P))
         return MKLFit(s, np.array([s.J]), 0, gap_of(s))
     s = evaluate(np.full(P, P ** (-1.0 / q)))
-    history = [s.J]
-    n_iter = 0
-    while gap_of(s) > tol and not budget.exhausted(n_iter):
-        if q == 1.0:
-            new = reduced_gradient_step(s, evaluate, complete)
-        else:
-            new = evaluate(lp_min_ratio(s.mu**2 * s.H, q))
-        n_iter += 1
-        if q == 1.0 and new is s:
-            warnings.warn(
-                f"{name}: no descent along the reduced gradient (relative duality gap "
-                f"{gap_of(s):.3g} > tol={tol}); the solver tolerance cs_tol may be too loose",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
-            break
-        s = new
-        history.append(s.J)
-    else:
-        if gap_of(s) > tol:
-            budget.warn(n_iter, "duality gap")
-    return MKLFit(s, np.array(history), n_iter, gap_of(s))
+    if q == 1.0:
+        step = lambda s: reduced_gradient_step(s, evaluate, complete)  # noqa: E731
+    else:  # Kloft's analytic update always yields a new state (never `is s`)
+        step = lambda s: evaluate(lp_min_ratio(s.mu**2 * s.H, q))  # noqa: E731
+    return descend(s, step, gap_of, tol, budget, name, "the solver tolerance cs_tol")
 
 
 @shared_doc

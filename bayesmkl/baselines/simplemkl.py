@@ -257,17 +257,28 @@ def solve_simplemkl(
         return relative_gap(state.H.max() - state.mu @ state.H, state.J)
 
     s = evaluate(np.full(P, 1.0 / P) if mu0 is None else _on_simplex(np.asarray(mu0, float)))
+    step = lambda s: reduced_gradient_step(s, evaluate, complete)  # noqa: E731
+    return descend(s, step, gap_of, tol, budget, name, "the SVM tolerance svc_tol")
+
+
+def descend(s, step, gap_of, tol: float, budget: Budget, name: str, inner: str) -> MKLFit:
+    """Apply ``step`` from ``s`` until ``gap_of`` is at most ``tol`` or the budget is spent.
+
+    A step that returns its input unchanged (no descent along the reduced gradient) ends the
+    run with a ``ConvergenceWarning`` naming ``inner``, the solver tolerance that may be too
+    loose; a spent budget with the gap still above ``tol`` warns through ``budget``.
+    """
     history = [s.J]
     n_iter = 0
     while gap_of(s) > tol and not budget.exhausted(n_iter):
-        new = reduced_gradient_step(s, evaluate, complete)
+        new = step(s)
         n_iter += 1
         if new is s:
             warnings.warn(
                 f"{name}: no descent along the reduced gradient (relative duality gap "
-                f"{gap_of(s):.3g} > tol={tol}); the SVM tolerance svc_tol may be too loose",
+                f"{gap_of(s):.3g} > tol={tol}); {inner} may be too loose",
                 ConvergenceWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
             break
         s = new
