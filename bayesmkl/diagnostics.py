@@ -125,7 +125,7 @@ NO_ENERGY = (
 #: the draws and needs at least 5 tail draws.
 MIN_PSIS_DRAWS = 25
 _LOO_ADVICE = (
-    " Refit with calibration='cv' (the default: calibrated probabilities vary between draws) and "
+    " Refit with calibration='cv' (calibrated probabilities that vary between draws) and "
     "use clf.loo_kfold(), the k-fold ELPD of the calibration refits, which for BM3KL is also the "
     "better estimate (PSIS-LOO reweights draws that fit every training point and is optimistic)."
 )

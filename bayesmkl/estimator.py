@@ -154,16 +154,16 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
     decision : {"proba", "mean_f"}, default="proba"
         Rule of :meth:`predict`: argmax of the posterior predictive probability
         (docs/math.md A4 (a)) or argmax of the posterior-mean decision value (A4 (c)).
-    calibration : {"cv", "loo", None} or int, default="cv"
-        Probabilities. ``"cv"`` (3 folds) or an int k ≥ 2: per draw, softmax of calibrated
-        logits — ``(0, T·f + β)`` for the single binary classifier, ``T·f_c`` otherwise — with
-        ``(T, β)`` fitted at the end of :meth:`fit` on out-of-fold decision draws of k refits
-        (cost: k extra fits on (k−1)/k of the data; see :mod:`bayesmkl.calibration`).
-        ``"loo"``: the same map fitted on PSIS-LOO-weighted draws of the one posterior, no
-        refit (:func:`bayesmkl.loo.loo_calibrator`); under the default prior its test log-loss
-        matched the 3-fold map's within 0.013 on 7 data sets
+    calibration : {"loo", "cv", None} or int, default="loo"
+        Probabilities: per draw, softmax of calibrated logits — ``(0, T·f + β)`` for the single
+        binary classifier, ``T·f_c`` otherwise — with ``(T, β)`` fitted at the end of
+        :meth:`fit` on held-out decision draws. ``"loo"``: PSIS-LOO-weighted draws of the one
+        posterior, no refit (:func:`bayesmkl.loo.loo_calibrator`); under the default prior its
+        test log-loss matched the 3-fold map's within 0.013 on 7 data sets
         (``benchmarks/results/calibration_loo.md``); it warns when more than 30% of the points
-        have Pareto k̂ > 0.7, and under ``prior="paper"``.
+        have Pareto k̂ > 0.7, and under ``prior="paper"``. ``"cv"`` (3 folds) or an int
+        k ≥ 2: out-of-fold draws of k refits (cost: k extra fits on (k−1)/k of the data; see
+        :mod:`bayesmkl.calibration`); needed by :meth:`loo_kfold`.
         ``None``: the paper's raw rule softmax(ψ(f)) (docs/math.md §6), which is nearly 0/1 at
         γ0 = 100. Applied at prediction time: ``set_params(calibration=None)`` on a calibrated
         fit gives the raw rule without refitting.
@@ -256,7 +256,7 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         kappa=None, bias_prior_var=None, gamma0=None, sampler="collapsed", step_size=0.01,
         n_leapfrog=10, nu_update="gibbs", num_warmup=300, num_samples="auto", num_chains=4,
         chain_method="vectorized", rhat_target=1.01, ess_target=400, max_samples=2000,
-        max_time=None, binary_mode="single", decision="proba", calibration="cv",
+        max_time=None, binary_mode="single", decision="proba", calibration="loo",
         kernel_dtype="float64", random_state=None, progress_bar=True, class_weight=None,
         kernel_names=None, warm_start=False,
     ):  # fmt: skip
@@ -357,8 +357,10 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         # when it is built); later calls never run past the budget (sample_until_converged)
         budget = int(self.max_samples) if auto else n_fixed
         chunk = min(RUN_CHUNK, max(1, warmup + budget))
+        monitor = run_monitor(K, seed)
         if chain_method == "vectorized":  # compiled once per configuration (inference/runner)
-            mcmc = ChainRunner(kernel, int(self.num_chains), chunk)
+            points = monitor.points if prev is None else None  # earlier draws: monitor them all
+            mcmc = ChainRunner(kernel, int(self.num_chains), chunk, monitor_points=points)
         else:
             mcmc = MCMC(
                 kernel, num_warmup=0, num_samples=chunk, num_chains=int(self.num_chains),
@@ -369,7 +371,6 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
             mcmc.post_warmup_state = prev.mcmc_state()
             key = mcmc.post_warmup_state.rng_key
             earlier = _resume.earlier_run(self)
-        monitor = run_monitor(K, seed)
         draws, extra, report = sample_until_converged(
             mcmc, key, data, monitor, num_warmup=warmup, extra_fields=EXTRA_FIELDS,
             rhat_target=float(self.rhat_target), ess_target=float(self.ess_target),

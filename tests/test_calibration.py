@@ -404,7 +404,13 @@ def test_kfold_elpd_values_and_compare():
 # the paper's prior: these tests document the calibration maps where the raw rule is nearly 0/1
 # and PSIS is optimistic (test_loo_kfold_is_closer_to_held_out_than_psis)
 FIT = dict(
-    prior="paper", num_warmup=40, num_samples=15, num_chains=2, progress_bar=False, random_state=0
+    prior="paper",
+    calibration="cv",
+    num_warmup=40,
+    num_samples=15,
+    num_chains=2,
+    progress_bar=False,
+    random_state=0,
 )
 
 
@@ -455,7 +461,7 @@ def test_raw_rule_is_reproduced_exactly(breast):
     # calibration does not touch the sampler: a raw fit has the same draws, no map
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        plain = BM3KLClassifier(**FIT, calibration=None).fit(Xtr, ytr)
+        plain = BM3KLClassifier(**{**FIT, "calibration": None}).fit(Xtr, ytr)
     np.testing.assert_array_equal(plain.posterior_["w"], clf.posterior_["w"])
     np.testing.assert_array_equal(plain.predict_proba(Xte), raw.predict_proba(Xte))
     assert plain.calibrator_ is None and plain.oof_log_predictive_ is None

@@ -196,7 +196,9 @@ def sample_until_converged(
         Positional arguments of ``mcmc.run`` after the key.
     monitor : callable
         ``monitor(samples) -> {name: array (chains, draws, ...)}``: the quantities whose R-hat
-        and ESS decide, computed from one chunk of draws (grouped by chain).
+        and ESS decide, computed from one chunk of draws (grouped by chain). Not called for the
+        chunks of a runner whose ``get_monitored()`` returns them already (a
+        :class:`~bayesmkl.inference.runner.ChainRunner` with ``monitor_points``).
     num_warmup : int, default 0
         Leading sweeps (counted in chunks) whose draws are discarded.
     extra_fields : tuple of str
@@ -257,6 +259,8 @@ def sample_until_converged(
             mcmc.run(key, *model_args, extra_fields=extra_fields)
             s = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
             x = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
+            # a runner that returns the monitored quantities itself spares the monitor's work
+            m = getattr(mcmc, "get_monitored", lambda: None)()
             mcmc.post_warmup_state = mcmc.last_state
             key = mcmc.post_warmup_state.rng_key
             pace = (time.perf_counter() - t_chunk) - (compile_clock() - c_chunk)
@@ -267,13 +271,14 @@ def sample_until_converged(
             if skip == n_run:  # a warm-up chunk: nothing kept
                 if max_time is not None and time.perf_counter() - t0 + pace > max_time:
                     samples, extra = [s], [x]  # the budget ran out during warm-up
-                    mons = [monitor(s)]
+                    mons = [monitor(s) if m is None else m]
                     return _finish(samples, extra, mons, "max_time", done0, thin, t0, c0,
                                    seconds0, rhat_target, ess_target, bar)  # fmt: skip
                 continue
             s = {k: v[:, skip:] for k, v in s.items()}
             x = {k: v[:, skip:] for k, v in x.items()}
-            m = {k: np.asarray(v) for k, v in monitor(s).items()}
+            m = monitor(s) if m is None else {k: v[:, skip:] for k, v in m.items()}
+            m = {k: np.asarray(v) for k, v in m.items()}
             samples.append(_thin(s, thin))
             extra.append(_thin(x, thin))
             mons.append(_thin(m, thin))

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesmkl.inference.sampler import BM3KL, _unpack_args, sweep
+from bayesmkl.inference.sampler import BM3KL, _unpack_args, sweep_with_decisions
 
 __all__ = ["ChainRunner", "clear_chunk_cache"]
 
@@ -41,20 +41,22 @@ def clear_chunk_cache() -> None:
     _CHUNKS.clear()
 
 
-def _chunk_fn(config, num_warmup: int, length: int, fields: tuple):
-    key = (config, int(num_warmup), int(length), tuple(fields))
+def _chunk_fn(config, num_warmup: int, length: int, fields: tuple, monitors: bool):
+    key = (config, int(num_warmup), int(length), tuple(fields), bool(monitors))
     fn = _CHUNKS.pop(key, None)
     if fn is None:
 
         def one(state, K, delta, weight):
-            return sweep(state, K, delta, config, num_warmup, weight)
+            return sweep_with_decisions(state, K, delta, config, num_warmup, weight)
 
         vsweep = jax.vmap(one, in_axes=(0, None, None, None))
 
-        def run(state, K, delta, weight):
+        def run(state, K, delta, weight, points):
             def body(s, _):
-                s = vsweep(s, K, delta, weight)
-                return s, (s.z, tuple(getattr(s, f) for f in fields))
+                s, f = vsweep(s, K, delta, weight)  # f: (chains, C, N)
+                # the monitored points, point-major: (chains, n·C), as run_monitor orders them
+                f_mon = jnp.swapaxes(jnp.take(f, points, axis=2), 1, 2).reshape(f.shape[0], -1)
+                return s, (s.z, tuple(getattr(s, n) for n in fields), f_mon if monitors else ())
 
             return jax.lax.scan(body, state, None, length=length)
 
@@ -84,15 +86,21 @@ class ChainRunner:
     num_samples : int
         Sweeps per :meth:`run` (the chunk length); may be changed between calls (a new length
         compiles once more).
+    monitor_points : array of int, optional
+        Training points whose held-in decision values each chunk also returns
+        (:meth:`get_monitored`), taken from the sweep, which computes them anyway: the
+        run-length monitor then need not recompute ``K_w`` per draw (measured: 0.3 s per
+        50-sweep chunk at N = 398, a fifth of the chunk's sampling time).
     """
 
-    def __init__(self, kernel: BM3KL, num_chains: int, num_samples: int):
+    def __init__(self, kernel: BM3KL, num_chains: int, num_samples: int, monitor_points=None):
         self.kernel = kernel
         self.num_chains = int(num_chains)
         self.num_samples = int(num_samples)
+        self.monitor_points = monitor_points
         self.post_warmup_state = None
         self.last_state = None
-        self._draws = self._extra = None
+        self._draws = self._extra = self._monitored = None
 
     def run(self, rng_key, *model_args, extra_fields=()):
         """Run one chunk: from ``post_warmup_state`` (its keys replaced by ``rng_key``) if set,
@@ -105,16 +113,24 @@ class ChainRunner:
         else:
             state = self.post_warmup_state._replace(rng_key=rng_key)
         fields = tuple(extra_fields)
-        fn = _chunk_fn(self.kernel.config, nw, self.num_samples, fields)
-        self.last_state, (z, extra) = fn(state, K, delta, weight)
+        monitors = self.monitor_points is not None
+        points = jnp.asarray(self.monitor_points if monitors else [0], dtype=jnp.int32)
+        fn = _chunk_fn(self.kernel.config, nw, self.num_samples, fields, monitors)
+        self.last_state, (z, extra, f_mon) = fn(state, K, delta, weight, points)
         draws = {k: _by_chain(v) for k, v in z.items()}
         draws["w"] = draws["e"] / draws["e"].sum(axis=-1, keepdims=True)
         self._draws = draws
         self._extra = {f: _by_chain(v) for f, v in zip(fields, extra, strict=True)}
+        self._monitored = {"w": draws["w"], "f": _by_chain(f_mon)} if monitors else None
 
     def get_samples(self, group_by_chain: bool = True) -> dict:
         """Draws of the last :meth:`run`, ``(chains, draws, ...)`` (``w`` included)."""
         return self._draws if group_by_chain else _flatten(self._draws)
+
+    def get_monitored(self) -> dict | None:
+        """``{"w", "f"}`` of the last :meth:`run`, ``(chains, draws, ...)``, in the layout of
+        :func:`bayesmkl._fitting.run_monitor` (``None`` without ``monitor_points``)."""
+        return self._monitored
 
     def get_extra_fields(self, group_by_chain: bool = True) -> dict:
         """Extra fields of the last :meth:`run`, ``(chains, draws)``."""

@@ -55,7 +55,7 @@ from bayesmkl.inference.state import (
 from bayesmkl.likelihood import pseudo_observations
 from bayesmkl.model import Hyper, bm3kl_model, combine_kernels, decision_values, log_joint
 
-__all__ = ["BM3KL", "sweep", *state.__all__]
+__all__ = ["BM3KL", "sweep", "sweep_with_decisions", *state.__all__]
 
 
 def sweep(
@@ -66,6 +66,15 @@ def sweep(
     ``K: (P, N, N)``, ``delta: (C, N)``, ``weight``: sample weights ``(N,)`` or ``None``
     (unweighted; :mod:`bayesmkl.likelihood`).
     """
+    return sweep_with_decisions(state, K, delta, config, num_warmup, weight)[0]
+
+
+def sweep_with_decisions(
+    state: BM3KLState, K, delta, config: BM3KLConfig, num_warmup: int, weight=None
+) -> tuple[BM3KLState, jax.Array]:
+    """:func:`sweep`, also returning the held-in decision values ``f = A K_w + b: (C, N)`` of the
+    new state, which the sweep computes anyway (for the potential energy); the run-length
+    monitor reads them from here instead of recomputing ``K_w`` for every draw."""
     h = state.hyper  # traced values; config.hyper only decides the static routes below
     spec = config.spec
     eta = h.eta
@@ -152,8 +161,9 @@ def sweep(
         varsigma = cond.sample_varsigma(k_vs, nu, h.alpha_a, h.beta_a, h.kappa)
 
     z_new = {"e": e, "a": a, "b": b, "lam": lam, "nu": nu, "varsigma": varsigma}
-    pe = -log_joint(z_new, decision_values(Kw, a, b), delta, h, weight)
-    return BM3KLState(
+    f = decision_values(Kw, a, b)
+    pe = -log_joint(z_new, f, delta, h, weight)
+    new_state = BM3KLState(
         i=state.i + 1,
         z=z_new,
         r=r_new,
@@ -168,6 +178,7 @@ def sweep(
         hyper=h,
         rng_key=key,
     )
+    return new_state, f
 
 
 def _select(pred, new, old):

@@ -4,6 +4,7 @@ import jax
 import numpy as np
 from numpyro.infer import MCMC
 
+from bayesmkl._fitting import run_monitor
 from bayesmkl.inference import runner
 from bayesmkl.inference.runlength import compile_clock
 from bayesmkl.inference.runner import ChainRunner
@@ -43,8 +44,32 @@ def test_cache_is_bounded_and_keyed_by_configuration():
     the least recently used beyond CHUNK_CACHE_SIZE are dropped."""
     runner.clear_chunk_cache()
     config = BM3KL().config
-    fns = [runner._chunk_fn(config, 0, n, ()) for n in range(1, runner.CHUNK_CACHE_SIZE + 3)]
+    fns = [runner._chunk_fn(config, 0, n, (), False) for n in range(1, runner.CHUNK_CACHE_SIZE + 3)]
     assert len(runner._CHUNKS) == runner.CHUNK_CACHE_SIZE
-    assert runner._chunk_fn(config, 0, runner.CHUNK_CACHE_SIZE + 2, ()) is fns[-1]
-    assert runner._chunk_fn(config, 0, 1, ()) is not fns[0]  # dropped, so built anew
-    assert runner._chunk_fn(BM3KL(gamma0=1.0).config, 0, 1, ()) is not fns[0]
+    assert runner._chunk_fn(config, 0, runner.CHUNK_CACHE_SIZE + 2, (), False) is fns[-1]
+    assert runner._chunk_fn(config, 0, 1, (), False) is not fns[0]  # dropped, so built anew
+    assert runner._chunk_fn(BM3KL(gamma0=1.0).config, 0, 1, (), False) is not fns[0]
+
+
+def test_monitored_decision_values_are_the_monitors():
+    """The decision values a chunk returns for the monitored points are what
+    ``run_monitor`` computes from the draws (same points, same point-major order, C = 3)."""
+    p = make_problem(seed=4, N=12, C=3, P=3)
+    K, delta = np.asarray(p["K"]), np.sign(np.asarray(p["delta"]))
+    points = np.array([1, 5, 6, 11])  # a strict subset
+    kw = dict(gamma0=1.0, kappa=1.0, beta_a=1.0, bias_prior_var=1.0, adapt_sweeps=2)
+    run = ChainRunner(BM3KL(**kw), num_chains=2, num_samples=4, monitor_points=points)
+    run.run(jax.random.key(1), K, delta)
+    got = run.get_monitored()
+    draws = run.get_samples()
+    w, a, b = (np.asarray(draws[k]) for k in ("w", "a", "b"))
+    Kw = np.einsum("cdp,pij->cdij", w, K)[..., points, :]  # (chains, draws, n, N)
+    want = (np.einsum("cdij,cdkj->cdik", Kw, a) + b[:, :, None, :]).reshape(2, 4, -1)
+    np.testing.assert_allclose(got["f"], want, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(got["w"], w)
+    full = ChainRunner(BM3KL(**kw), num_chains=2, num_samples=4, monitor_points=np.arange(12))
+    full.run(jax.random.key(1), K, delta)
+    np.testing.assert_allclose(
+        full.get_monitored()["f"], run_monitor(K, 0)(full.get_samples())["f"], rtol=1e-9, atol=1e-12
+    )
+    assert ChainRunner(BM3KL(**kw), 2, 4).get_monitored() is None
