@@ -6,7 +6,12 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS
 
-from bayesmkl.inference.runlength import Resume, convergence_stats, sample_until_converged
+from bayesmkl.inference.runlength import (
+    Resume,
+    convergence_stats,
+    next_check_gap,
+    sample_until_converged,
+)
 
 
 def _normal_model():
@@ -47,6 +52,53 @@ def test_stops_at_the_targets_on_an_easy_target():
     assert samples["x"].shape == (4, rep.num_samples, 2)
     assert extra["diverging"].shape == (4, rep.num_samples)
     assert rep.rhat_max <= 1.01 and rep.ess_bulk_min >= 400
+
+
+class _AR1Runner:
+    """A runner of 4 AR(1) chains x_t = ρ x_{t−1} + √(1−ρ²) ε_t (stationary N(0, 1)), with the
+    interface :func:`sample_until_converged` uses; its ESS per draw is about (1−ρ)/(1+ρ)."""
+
+    def __init__(self, chunk, rho, seed=0):
+        self.num_samples, self.rho = chunk, rho
+        self.rng = np.random.default_rng(seed)
+        self.x = self.rng.normal(size=4)
+        self.post_warmup_state = self.last_state = None
+
+    def run(self, key, extra_fields=()):
+        out = np.empty((4, self.num_samples))
+        for t in range(self.num_samples):
+            eps = self.rng.normal(size=4)
+            self.x = self.rho * self.x + np.sqrt(1 - self.rho**2) * eps
+            out[:, t] = self.x
+        self._draws = {"x": out}
+        self.last_state = type("S", (), {"rng_key": key})()
+
+    def get_samples(self, group_by_chain=True):
+        return self._draws
+
+    def get_extra_fields(self, group_by_chain=True):
+        return {}
+
+
+def test_next_check_comes_when_the_ess_projects_the_target():
+    assert next_check_gap(250, 200.0, 400.0, 25, 250) == 250  # half way: as many again
+    assert next_check_gap(250, 300.0, 400.0, 25, 250) == 84  # 250·(4/3 − 1), rounded up
+    assert next_check_gap(250, 390.0, 400.0, 25, 250) == 25  # at least one chunk
+    assert next_check_gap(250, 40.0, 400.0, 25, 250) == 250  # at most check_every
+    assert next_check_gap(250, 500.0, 400.0, 25, 250) == 25  # failed on R-hat alone
+    assert next_check_gap(250, 0.0, 400.0, 25, 250) == 250
+
+
+def test_stops_soon_after_the_targets_are_met_not_at_the_next_multiple():
+    """AR(1) chains with ESS per draw ≈ 1/3: 4 chains reach ESS 400 near 300 draws each, so
+    the first check (at 250) fails and the next comes after about 84 more sweeps, not 250:
+    the run stops between 275 and 450 (checking every 250 sweeps it would stop at 500)."""
+    _, _, rep = sample_until_converged(
+        _AR1Runner(25, 0.5), jax.random.key(0), (), _monitor, ess_target=400,
+        max_samples=5000, check_every=250,
+    )  # fmt: skip
+    assert rep.converged and rep.stopped_by == "targets"
+    assert 275 <= rep.num_samples <= 450 and rep.num_samples % 25 == 0, rep.num_samples
 
 
 def test_budget_stop_reports_it_and_thins_to_bounded_memory():
