@@ -8,8 +8,8 @@ active points, and an exact reference needs only them). Two samplers then target
 conditional p(w | λ, ν) — (a, b) integrated out, Gamma(η, 1) prior on e:
 
 * **default**: the package's default sweep (collapsed move: pairwise Gibbs on the simplex,
-  collapsed HMC with the 64 largest ν, scale refresh, then (a, b) | w, λ, ν) with λ, ν, ς held
-  fixed, so that its w-marginal is p(w | λ, ν);
+  collapsed HMC with the n_active largest ν (64 in the stored results), scale refresh, then
+  (a, b) | w, λ, ν) with λ, ν, ς held fixed, so that its w-marginal is p(w | λ, ν);
 * **nuts**: NumPyro NUTS on φ = log e of the same density with *every* active sample weight
   integrated out (:func:`bayesmkl.inference.collapsed.collapsed_log_lik` with Φ_I = 0).
 

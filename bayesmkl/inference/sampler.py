@@ -232,7 +232,7 @@ class BM3KL(MCMCKernel):
         flip_momentum=False,
         scale_refresh=None,
         pairs_per_kernel=4.0,
-        n_active=64,
+        n_active=32,
         dense_mass=False,
         nu_update="gibbs",
         nu_max=tpbn.NU_MAX,

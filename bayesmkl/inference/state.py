@@ -83,7 +83,11 @@ class BM3KLConfig(NamedTuple):
         Pairwise Gibbs updates per sweep, as a multiple of P (moves "gibbs" and "collapsed").
     n_active : int
         Sample weights per class integrated out by the collapsed move (the largest ν); capped
-        at N and by memory (:func:`bayesmkl.inference.collapsed.n_active_for`).
+        at N and by memory (:func:`bayesmkl.inference.collapsed.n_active_for`). 32 by default:
+        the move costs O(N·s²) per leapfrog step, and against 64 it gave 1.8–2.5× the
+        smallest bulk ESS per second on breast cancer, wine, sonar and pima at a similar ESS
+        per sweep (``benchmarks/results/sweep_settings.md``); 16 lost ESS per sweep on breast
+        cancer and pima.
     dense_mass : bool
         Learn a dense inverse mass matrix for the HMC moves during warm-up (the covariance of
         u = 2√e over the middle half of warm-up; :func:`mass_window`). Off by default: on
@@ -107,7 +111,7 @@ class BM3KLConfig(NamedTuple):
     flip_momentum: bool = False
     scale_refresh: bool | None = None
     pairs_per_kernel: float = 4.0
-    n_active: int = 64
+    n_active: int = 32
     dense_mass: bool = False
     nu_update: str = "gibbs"
     nu_max: float = tpbn.NU_MAX
