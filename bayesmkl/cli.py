@@ -251,9 +251,9 @@ def _add_sampler_args(p, *, chains_default: int, max_time_default=None) -> None:
     g.add_argument(
         "--max-samples",
         type=int,
-        default=2000,
+        default=5000,
         metavar="N",
-        help="budget of sweeps per chain for --num-samples auto (default 2000)",
+        help="budget of sweeps per chain for --num-samples auto (default 5000)",
     )
     g.add_argument(
         "--max-time",

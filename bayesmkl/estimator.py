@@ -42,7 +42,7 @@ from bayesmkl._x64 import with_x64
 from bayesmkl.inference import resume as _resume
 from bayesmkl.inference.chains import resolve_chain_method
 from bayesmkl.inference.runlength import sample_until_converged
-from bayesmkl.inference.runner import ChainRunner
+from bayesmkl.inference.runner import ChainRunner, hold_programs_for
 from bayesmkl.inference.sampler import BM3KL
 from bayesmkl.inference.state import capped_loops
 from bayesmkl.model import signed_targets
@@ -125,11 +125,12 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         Gibbs sweeps discarded, during which the exact moves tune step size and mass matrix
         (paper: 200 − 20).
     num_samples : int or "auto", default="auto"
-        Sweeps kept per chain (paper: 20). ``"auto"``: sample in chunks of 250 sweeps until
-        ``rhat_target`` and ``ess_target`` are met on the kernel weights and on the held-in
-        decision values (for two classes these have the same rank-normalised R-hat and ESS
-        as the calibrated probabilities, a monotone map of them), or until ``max_samples`` or
-        ``max_time`` is reached, which ``fit`` reports with a ``ConvergenceWarning``.
+        Sweeps kept per chain (paper: 20). ``"auto"``: sample, checking after 250 sweeps
+        and then whenever the ESS so far projects the target, until ``rhat_target`` and
+        ``ess_target`` are met on the kernel weights and on the held-in decision values (for
+        two classes these have the same rank-normalised R-hat and ESS as the calibrated
+        probabilities, a monotone map of them), or until ``max_samples`` or ``max_time`` is
+        reached, which ``fit`` reports with a ``ConvergenceWarning``.
     num_chains : int, default=4
         Independent chains (paper: 1). R-hat needs at least 2.
     chain_method : {"sequential", "parallel", "vectorized"}, default="vectorized"
@@ -144,8 +145,10 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         Largest rank-normalised split R-hat accepted by ``num_samples="auto"``.
     ess_target : float, default=400
         Smallest bulk ESS (all chains together) accepted by ``num_samples="auto"``.
-    max_samples : int, default=2000
-        Budget of post-warm-up sweeps per chain for ``num_samples="auto"``.
+    max_samples : int, default=5000
+        Budget of post-warm-up sweeps per chain for ``num_samples="auto"``. Most data sets
+        reach the targets within 1,500 (``benchmarks/results/convergence.md``); glass (6
+        classes, 149 points) needed 4,450.
     max_time : float or None, default=None
         Wall-clock budget in seconds for ``num_samples="auto"`` (warm-up included, calibration
         refits excluded; each refit runs as many sweeps as the main fit used).
@@ -255,7 +258,7 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         self, kernels="bsvm16", *, prior="default", eta=None, alpha_a=None, beta_a=None,
         kappa=None, bias_prior_var=None, gamma0=None, sampler="collapsed", step_size=0.01,
         n_leapfrog=10, nu_update="gibbs", num_warmup=300, num_samples="auto", num_chains=4,
-        chain_method="vectorized", rhat_target=1.01, ess_target=400, max_samples=2000,
+        chain_method="vectorized", rhat_target=1.01, ess_target=400, max_samples=5000,
         max_time=None, binary_mode="single", decision="proba", calibration="loo",
         kernel_dtype="float64", random_state=None, progress_bar=True, class_weight=None,
         kernel_names=None, warm_start=False,
@@ -344,6 +347,7 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
             seed = prev.seed
 
         enable_compilation_cache()  # a no-op when on already, or off by $BAYESMKL_CACHE_DIR
+        hold_programs_for((K.shape, delta.shape, str(K.dtype), sw is None))  # bounded memory
         warmup = 0 if prev is not None else int(self.num_warmup)
         hyper = resolve_hyper(self)
         kernel = BM3KL(

@@ -4,11 +4,14 @@ Fits ``--n-fits`` short BM3KL models (``num_warmup=5, num_samples=5, calibration
 simplemkl pool on 3 features of breast cancer) with N = 100, 101, …, one process, and after each
 fit records the number of memory mappings (lines of ``/proc/self/maps``; Linux's default limit
 ``vm.max_map_count`` is 65,530) and the resident memory (``/proc/self/statm``). Each N is a new
-data shape, so each fit compiles a new program; the package keeps the compiled chunk functions
-of the last few configurations only (``bayesmkl.inference.runner.CHUNK_CACHE_SIZE``).
+data shape, so each fit compiles a new program; the package holds the programs of at most
+``MAX_HELD_SHAPES`` shapes (``bayesmkl.inference.runner.hold_programs_for``), so the counts rise
+and fall within a cycle of that many fits.
 
-Growth is judged after the first 20 fits: ``growth_maps`` and ``growth_rss`` are the last
-value over the value at fit 20, minus 1 (target ≤ 10%).
+Growth is judged after the first 20 fits (target ≤ 10%): ``growth_maps`` and ``growth_rss``
+are the largest value after fit 20 over the largest of the first 20, minus 1 (the peak of the
+cycle must not rise); ``growth_maps_last`` and ``growth_rss_last`` compare the last fit with
+fit 20.
 
 Resumable only in the sense that matters here: the JSON is rewritten after every fit, so a
 killed run keeps its rows (a restart starts a new process, whose memory starts afresh, so it
@@ -73,9 +76,10 @@ def main(argv=None):
         rows.append({"fit": k + 1, "n": n, "maps": n_maps, "rss_mib": rss,
                      "fit_s": time.perf_counter() - t0, "loadavg": os.getloadavg()[0]})  # fmt: skip
         if len(rows) > 20:
-            ref = rows[19]
-            result["growth_maps"] = rows[-1]["maps"] / ref["maps"] - 1.0
-            result["growth_rss"] = rows[-1]["rss_mib"] / ref["rss_mib"] - 1.0
+            for key, name in (("maps", "maps"), ("rss_mib", "rss")):
+                first = max(r[key] for r in rows[:20])
+                result[f"growth_{name}"] = max(r[key] for r in rows[20:]) / first - 1.0
+                result[f"growth_{name}_last"] = rows[-1][key] / rows[19][key] - 1.0
         tmp = Path(args.out + ".tmp")
         tmp.write_text(json.dumps(result, indent=1))
         os.replace(tmp, args.out)

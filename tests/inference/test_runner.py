@@ -73,3 +73,27 @@ def test_monitored_decision_values_are_the_monitors():
         full.get_monitored()["f"], run_monitor(K, 0)(full.get_samples())["f"], rtol=1e-9, atol=1e-12
     )
     assert ChainRunner(BM3KL(**kw), 2, 4).get_monitored() is None
+
+
+def test_programs_of_at_most_max_held_shapes_are_kept(monkeypatch):
+    """A fit of a new data shape beyond MAX_HELD_SHAPES releases the programs of the earlier
+    ones (chunk functions and JAX's caches); a shape seen recently keeps them."""
+    runner.release_compiled_programs()
+    calls = []
+    monkeypatch.setattr(runner.jax, "clear_caches", lambda: calls.append("cleared"))
+    shapes = [("shape", i) for i in range(runner.MAX_HELD_SHAPES)]
+    assert not any(runner.hold_programs_for(s) for s in shapes)
+    runner._chunk_fn(BM3KL().config, 0, 1, (), False)  # a held chunk function
+    assert not runner.hold_programs_for(shapes[0])  # seen: kept, now the most recent
+    assert runner.hold_programs_for(("shape", "new")) and calls == ["cleared"]
+    assert not runner._CHUNKS and runner._HELD_SHAPES == [("shape", "new")]
+
+
+def test_release_frees_the_programs_of_jitted_functions():
+    """What the release relies on: jax.clear_caches empties a jitted function's programs."""
+    f = jax.jit(lambda x: x + 1.0)
+    f(np.ones(3))
+    f(np.ones(4))
+    assert f._cache_size() == 2
+    runner.release_compiled_programs()
+    assert f._cache_size() == 0
