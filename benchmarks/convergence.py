@@ -155,9 +155,10 @@ def markdown(results: dict) -> str:
     out = ["# Convergence of the default fit (issue 21)", "",
            "Default `BM3KLClassifier(random_state=0)`, stratified 70/30 split (seed 0); "
            "`svc_grid_s`: GridSearchCV(SVC(probability=True)), 7 × 7 grid, 5 folds, same run. "
-           "`ratio` = fit_s / svc_grid_s.", "",
+           "`ratio` = fit_s / svc_grid_s. `load`: the machine's 1-minute load average when the "
+           "unit ended (2 cores; above 1, another job shared the machine).", "",
            "| data | N | stopped by | max R-hat | min ESS | fit s | compile s | SVC grid s | ratio "
-           "| acc | log-loss | SVC acc | SVC log-loss |", "|" + "---|" * 13]  # fmt: skip
+           "| acc | log-loss | SVC acc | SVC log-loss | load |", "|" + "---|" * 14]  # fmt: skip
     for u in rows:
         if "svc_grid_s" not in u:
             continue
@@ -165,7 +166,8 @@ def markdown(results: dict) -> str:
             f"| {u['dataset']} | {u['n_train']} | {u['stopped_by']} | {u['rhat_max']:.3f} | "
             f"{u['ess_bulk_min']:.0f} | {u['fit_s']:.0f} | {u['compile_s']:.1f} | "
             f"{u['svc_grid_s']:.1f} | {u['fit_s'] / u['svc_grid_s']:.1f} | {u['acc']:.3f} | "
-            f"{u['logloss']:.3f} | {u['svc_acc']:.3f} | {u['svc_logloss']:.3f} |"
+            f"{u['logloss']:.3f} | {u['svc_acc']:.3f} | {u['svc_logloss']:.3f} | "
+            f"{u.get('loadavg', float('nan')):.1f} |"
         )
     out.append("")
     for u in rows:
