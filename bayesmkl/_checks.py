@@ -143,7 +143,7 @@ def nonfinite_draws(posterior: dict) -> DrawReport:
 
 
 #: Kernel-weight moves with a step size tuned during warm-up, and the biased SGRHMC moves.
-_ADAPTED_MOVES = ("collapsed", "exact", "rmala")
+_ADAPTED_MOVES = ("collapsed_log", "collapsed", "exact", "rmala")
 _SGRHMC_MOVES = ("paper", "stable")
 
 
@@ -159,7 +159,7 @@ def remedies(settings: dict | None = None) -> str:
     tips = []
     if move in _SGRHMC_MOVES:
         tips.append(
-            f"an exact sampler, sampler='collapsed' (the default) or 'exact' ('{move}' is the "
+            f"an exact sampler, sampler='collapsed_log' (the default) or 'exact' ('{move}' is the "
             "paper's biased SGRHMC step)"
         )
         if st.get("step_size") is not None:

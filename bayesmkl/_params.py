@@ -30,7 +30,7 @@ BM3KL_PARAMS = dict(
     kernels="bsvm16",
     prior="default",
     **dict.fromkeys(Hyper._fields),  # None: the named prior's value (bayesmkl.model.PRIORS)
-    sampler="collapsed",
+    sampler="collapsed_log",
     step_size=0.01,
     n_leapfrog=10,
     nu_update="gibbs",

@@ -280,8 +280,8 @@ def _add_sampler_args(p, *, chains_default: int, max_time_default=None) -> None:
     g.add_argument(
         "--sampler",
         choices=MOVE_NAMES,
-        default="collapsed",
-        help="kernel-weight move (default collapsed; paper and stable are biased)",
+        default="collapsed_log",
+        help="kernel-weight move (default collapsed_log; paper and stable are biased)",
     )
     g.add_argument("--step-size", type=float, default=0.01, help="ε (default 0.01)")
     g.add_argument("--n-leapfrog", type=int, default=10, help="L (default 10)")

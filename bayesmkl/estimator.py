@@ -104,13 +104,18 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         100 in Table 2, 500 and 10000 elsewhere); 0 gives the flat prior and the hinge
         likelihood. With λ integrated out, every training margin is pulled to 1 by a Laplace
         of scale 1/(1 + √(1 + 2γ₀)): 0.37 at γ₀ = 1, 0.07 at γ₀ = 100. Allowed: [0, 1e8].
-    sampler : {"collapsed", "gibbs", "exact", "rmala", "paper", "stable"}, default="collapsed"
-        Kernel-weight move (:mod:`bayesmkl.inference.moves`). Exact: ``"collapsed"`` (exact
-        pairwise Gibbs on w, then HMC on w with most sample weights and the biases integrated
-        out, then (a, b) | w), ``"gibbs"`` (pairwise Gibbs only), ``"exact"`` (MH-corrected
-        HMC on w | a, b, λ), ``"rmala"``. Biased, kept for reproduction: ``"paper"`` (the
-        literal SGRHMC step (7)–(8)) and ``"stable"`` (its first-release variant; at ε = 0.01
-        its mean potential on a frozen breast-cancer state was 10,951 against 363 for NUTS).
+    sampler : str, default="collapsed_log"
+        Kernel-weight move (:mod:`bayesmkl.inference.moves`), one of "collapsed_log",
+        "collapsed", "gibbs", "exact", "rmala", "paper", "stable". Exact:
+        ``"collapsed_log"`` (exact pairwise Gibbs on w, then HMC in log e on w with most
+        sample weights and the biases integrated out, then (a, b) | w), ``"collapsed"`` (the
+        same with the HMC in u = 2√e, whose −(2η−1)·log u wall at e = 0 made 0.1–0.35% of its
+        trajectories diverge on breast cancer and wine, where ``"collapsed_log"`` had none at
+        1.05–1.3× the ESS per second: ``benchmarks/results/sweep_settings_log.md``),
+        ``"gibbs"`` (pairwise Gibbs only), ``"exact"`` (MH-corrected HMC on w | a, b, λ),
+        ``"rmala"``. Biased, kept for reproduction: ``"paper"`` (the literal SGRHMC step
+        (7)–(8)) and ``"stable"`` (its first-release variant; at ε = 0.01 its mean potential
+        on a frozen breast-cancer state was 10,951 against 363 for NUTS).
     step_size : float, default=0.01
         ε of the SGRHMC moves (paper: 0.01; 0.1 for Sonar in Table 2); initial value for the
         exact moves, which tune it during warm-up.
@@ -256,7 +261,7 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
 
     def __init__(
         self, kernels="bsvm16", *, prior="default", eta=None, alpha_a=None, beta_a=None,
-        kappa=None, bias_prior_var=None, gamma0=None, sampler="collapsed", step_size=0.01,
+        kappa=None, bias_prior_var=None, gamma0=None, sampler="collapsed_log", step_size=0.01,
         n_leapfrog=10, nu_update="gibbs", num_warmup=300, num_samples="auto", num_chains=4,
         chain_method="vectorized", rhat_target=1.01, ess_target=400, max_samples=5000,
         max_time=None, binary_mode="single", decision="proba", calibration="loo",

@@ -47,6 +47,7 @@ SETTINGS = {
     "s64 L10": {"n_active": 64, "n_leapfrog": 10},
     "s32 L10": {"n_active": 32, "n_leapfrog": 10},
     "s16 L10": {"n_active": 16, "n_leapfrog": 10},
+    "log s32 L10": {"move": "collapsed_log", "n_active": 32, "n_leapfrog": 10},
     "s32 L5": {"n_active": 32, "n_leapfrog": 5},
 }
 

@@ -97,23 +97,46 @@ def stable_move(key, e, r, step_size, pg, *, n_leapfrog=10, flip_momentum=False)
     return _sgrhmc(key, e, r, step_size, pg, n_leapfrog, True, flip_momentum)
 
 
-def exact_hmc_move(key, e, r, step_size, pg, *, n_leapfrog=10, flip_momentum=False, mass_sqrt=None):
-    """HMC in u = 2√e, potential V(u) = U(u²/4) − Σ log|u| (E2), plus MH.
+#: Coordinates u(e) in which the HMC moves run: name → (u(e), e(u), (u, U, ∇U) ↦ (V, ∇V)),
+#: with U, ∇U the potential of e and its gradient at e(u); V adds −log|de/du| (the Jacobian).
+POSITIONS = {
+    # u = 2√e: RMHMC for the metric G = diag(1/e), flat in u (E2); V has a −(2η−1) log|u| wall
+    "sqrt": (
+        lambda e: 2.0 * jnp.sqrt(e),
+        lambda u: u**2 / 4.0,
+        lambda u, U, gU: (U - jnp.sum(jnp.log(jnp.abs(u))), 0.5 * u * gU - 1.0 / u),
+    ),
+    # u = log e: no wall at e = 0; the Gamma(η, 1) prior becomes e − η log e, smooth everywhere
+    "log": (
+        jnp.log,
+        jnp.exp,
+        lambda u, U, gU: (U - jnp.sum(u), jnp.exp(u) * gU - 1.0),
+    ),
+}
 
-    With identity mass this is Girolami–Calderhead RMHMC for the metric G = diag(1/e): the
-    metric is flat in u, so the ordinary leapfrog is exact-volume-preserving and reversible.
-    ``mass_sqrt`` (P, P), a constant factor L of the inverse mass matrix M⁻¹ = L Lᵀ (learnt in
-    warm-up, :func:`welford_update`), runs the same leapfrog in x = L⁻¹u, which aligns the
-    steps with correlated directions such as the ridge between near-collinear kernels.
+
+def exact_hmc_move(
+    key, e, r, step_size, pg, *, n_leapfrog=10, flip_momentum=False, mass_sqrt=None,
+    position="sqrt",
+):  # fmt: skip
+    """HMC in u = 2√e (``position="sqrt"``) or u = log e (``"log"``), potential
+    V(u) = U(e(u)) − Σ log|de/du| (E2), plus MH.
+
+    With ``"sqrt"`` and identity mass this is Girolami–Calderhead RMHMC for the metric
+    G = diag(1/e): the metric is flat in u, so the ordinary leapfrog is exact-volume-preserving
+    and reversible. ``mass_sqrt`` (P, P), a constant factor L of the inverse mass matrix
+    M⁻¹ = L Lᵀ (learnt in warm-up, :func:`welford_update`, in the same coordinates u), runs the
+    same leapfrog in x = L⁻¹u, which aligns the steps with correlated directions such as the
+    ridge between near-collinear kernels.
     """
     if mass_sqrt is None:
         mass_sqrt = jnp.eye(e.shape[0])
+    to_u, to_e, v_and_grad = POSITIONS[position]
 
     def vgrad(u):
-        U, gU = pg(u**2 / 4.0)
-        return U - jnp.sum(jnp.log(jnp.abs(u))), 0.5 * u * gU - 1.0 / u
+        return v_and_grad(u, *pg(to_e(u)))
 
-    u0 = 2.0 * jnp.sqrt(e)
+    u0 = to_u(e)
     p0 = jax.random.normal(key, e.shape)
     V0, g0 = vgrad(u0)
 
@@ -131,7 +154,7 @@ def exact_hmc_move(key, e, r, step_size, pg, *, n_leapfrog=10, flip_momentum=Fal
     dH = jnp.where(jnp.isfinite(dH), dH, jnp.inf)
     accept_prob = jnp.minimum(1.0, jnp.exp(-dH))
     accept = jax.random.uniform(jax.random.fold_in(key, 1)) < accept_prob
-    e_new = jnp.where(accept, u1**2 / 4.0, e)
+    e_new = jnp.where(accept, to_e(u1), e)
     return MoveResult(e_new, r, accept_prob, dH > DIVERGENCE_ENERGY)
 
 
@@ -197,6 +220,9 @@ class MoveSpec(NamedTuple):
         Default for the exact scale refresh e ← w·Gamma(Ση, 1) after the move.
     dense_mass : bool
         ``step`` accepts ``mass_sqrt``, a dense inverse-mass factor learnt during warm-up.
+    position : str
+        Coordinates of an HMC ``step`` (a key of :data:`POSITIONS`), in which the mass matrix is
+        learnt too.
     """
 
     name: str
@@ -207,11 +233,22 @@ class MoveSpec(NamedTuple):
     collapsed: bool = False
     scale_refresh: bool = True
     dense_mass: bool = False
+    position: str = "sqrt"
 
 
 MOVE_SPECS = {
     "collapsed": MoveSpec(
         "collapsed", True, exact_hmc_move, 0.8, pairwise=True, collapsed=True, dense_mass=True
+    ),
+    "collapsed_log": MoveSpec(
+        "collapsed_log",
+        True,
+        exact_hmc_move,
+        0.8,
+        pairwise=True,
+        collapsed=True,
+        dense_mass=True,
+        position="log",
     ),
     "gibbs": MoveSpec("gibbs", True, None, None, pairwise=True),
     "exact": MoveSpec("exact", True, exact_hmc_move, 0.8, dense_mass=True),

@@ -37,8 +37,10 @@ from bayesmkl.inference import collapsed as coll
 from bayesmkl.inference import conditionals as cond
 from bayesmkl.inference import simplex, state, tpbn
 from bayesmkl.inference.moves import (
+    POSITIONS,
     dual_averaging_init,
     dual_averaging_update,
+    exact_hmc_move,
     mass_sqrt_from,
     welford_update,
 )
@@ -119,6 +121,8 @@ def sweep_with_decisions(
                 return cond.e_potential_and_grad(e, Phi, z["b"], delta, z["lam"], eta, weight)
 
         extra = {"mass_sqrt": state.mass_sqrt} if config.adapts_mass else {}
+        if spec.step is exact_hmc_move:
+            extra["position"] = spec.position
         res = spec.step(
             k_e, e, r, step_size, pg,
             n_leapfrog=config.n_leapfrog, flip_momentum=config.flip_momentum, **extra,
@@ -135,7 +139,8 @@ def sweep_with_decisions(
     if window is not None:
         lo, hi = window
         collect = (state.i >= lo) & (state.i < hi)
-        welford = _select(collect, welford_update(welford, 2.0 * jnp.sqrt(e)), welford)
+        u = POSITIONS[spec.position][0](e)  # the coordinates the HMC step runs in
+        welford = _select(collect, welford_update(welford, u), welford)
         done = state.i == hi - 1  # new metric; restart dual averaging from a step of order 1
         mass_sqrt = jnp.where(done, mass_sqrt_from(welford), mass_sqrt)
         adapt_state = _select(done, dual_averaging_init(MASS_RESTART_STEP), adapt_state)

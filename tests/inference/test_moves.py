@@ -141,25 +141,34 @@ def test_sgrhmc_moves_follow_equations(cp, stable, flip):
     assert float(e0[1] + 0.3 * jnp.sqrt(e0[1]) * r0[1]) < 0
 
 
-def test_exact_hmc_energy_error_is_second_order(cp):
-    """Leapfrog in u = 2√e: acceptance = min(1, e^{−ΔH}) and ΔH = O(ε²) at fixed time.
+# position: (u(e), e(u), log|de/du|), written out here independently of moves.POSITIONS
+HMC_POSITIONS = {
+    "sqrt": (lambda e: 2.0 * jnp.sqrt(e), lambda u: u**2 / 4.0, lambda u: jnp.log(jnp.abs(u) / 2)),
+    "log": (jnp.log, jnp.exp, lambda u: u),
+}
 
-    The trajectory is recomputed here with ``jax.grad`` of V(u) = U(u²/4) − Σ log|u|
-    (docs/math.md E2),
-    independently of the move's hand-written ∇V. Halving ε must divide |ΔH| by ≈ 4 (the ratio
-    must lie in [3, 5]); a wrong ∇V, or a missing log-Jacobian, would not give that.
+
+@pytest.mark.parametrize("position", list(HMC_POSITIONS))
+def test_exact_hmc_energy_error_is_second_order(cp, position):
+    """Leapfrog in u = 2√e or u = log e: acceptance = min(1, e^{−ΔH}), ΔH = O(ε²) at fixed time.
+
+    The trajectory is recomputed here with ``jax.grad`` of V(u) = U(e(u)) − Σ log|de/du|
+    (docs/math.md E2), independently of the move's hand-written ∇V. Halving ε must divide |ΔH|
+    by ≈ 4 (the ratio must lie in [3, 5]); a wrong ∇V, or a missing log-Jacobian, would not
+    give that.
     """
     pg = _pg(cp)
     e0 = jnp.array([1.5, 0.6, 0.2])
     key = jax.random.key(3)
+    to_u, to_e, log_jac = HMC_POSITIONS[position]
 
     def V(u):
-        return pg(u**2 / 4.0)[0] - jnp.sum(jnp.log(jnp.abs(u)))
+        return pg(to_e(u))[0] - jnp.sum(log_jac(u))
 
     gV = jax.jit(jax.grad(V))
 
     def energy_error(eps, L):
-        u0 = 2.0 * jnp.sqrt(e0)
+        u0 = to_u(e0)
         p0 = jax.random.normal(key, (3,))  # the move draws its momentum from the same key
         u, p = u0, p0
         for _ in range(L):
@@ -167,15 +176,15 @@ def test_exact_hmc_energy_error_is_second_order(cp):
             u = u + eps * p
             p = p - 0.5 * eps * gV(u)
         err = float(V(u) + 0.5 * jnp.sum(p**2) - V(u0) - 0.5 * jnp.sum(p0**2))
-        res = exact_hmc_move(key, e0, jnp.zeros(3), eps, pg, n_leapfrog=L)
+        res = exact_hmc_move(key, e0, jnp.zeros(3), eps, pg, n_leapfrog=L, position=position)
         np.testing.assert_allclose(float(res.accept_prob), min(1.0, np.exp(-err)), rtol=1e-9)
-        assert np.allclose(res.e, u**2 / 4.0, rtol=1e-10) or np.allclose(res.e, e0)
+        assert np.allclose(res.e, to_e(u), rtol=1e-10) or np.allclose(res.e, e0)
         return abs(err)
 
     e1, e2, e3 = energy_error(0.08, 5), energy_error(0.04, 10), energy_error(0.02, 20)
     assert 3.0 < e1 / e2 < 5.0 and 3.0 < e2 / e3 < 5.0, (e1, e2, e3)
-    # and a long trajectory with a small step is accepted: the move lands on u(T)²/4
-    res = exact_hmc_move(key, e0, jnp.zeros(3), 0.01, pg, n_leapfrog=40)
+    # and a long trajectory with a small step is accepted: the move lands on e(u(T))
+    res = exact_hmc_move(key, e0, jnp.zeros(3), 0.01, pg, n_leapfrog=40, position=position)
     assert float(res.accept_prob) > 0.99
 
 

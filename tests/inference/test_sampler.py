@@ -168,9 +168,10 @@ def _bm3kl_chains(move, K, delta, h, key, num_warmup, num_samples, n_chains):
 @pytest.mark.slow
 @pytest.mark.parametrize("C", [1, 3])
 def test_default_sweep_agrees_with_marginal_nuts(C):
-    """The default ("collapsed") sweep against NUTS on the marginal model: the posterior mean
-    of w and the test predictive probabilities agree within Z MCSE (each ESS > 100; measured:
-    NUTS 300 draws x 4 chains ESS ~300, collapsed 600 x 4 ~500-900). The "exact" move is
+    """The collapsed sweeps (HMC in u = 2√e, and in log e: the default) against NUTS on the
+    marginal model: the posterior mean of w and the test predictive probabilities agree within
+    Z MCSE (each ESS > 100; measured: NUTS 300 draws x 4 chains ESS ~300, collapsed 600 x 4
+    ~500-900). The "exact" move is
     checked against the NUTS-within-Gibbs reference in test_reference.py."""
     K, K_test, delta = small_problem(C)
     h = SMALL_HYPER
@@ -183,7 +184,7 @@ def test_default_sweep_agrees_with_marginal_nuts(C):
     assert div < 0.01, f"NUTS divergence rate {div:.3f}"
     wn, pn = _w_and_probs(nuts.get_samples(), K_test, n_chains, h.gamma0)
     assert az.ess(wn).min() > 100, f"ESS of w: NUTS {az.ess(wn).min():.0f}"
-    for move, ns in (("collapsed", 600),):
+    for move, ns in (("collapsed", 600), ("collapsed_log", 600)):
         gibbs = _bm3kl_chains(move, K, delta, h, jax.random.key(C), 500, ns, n_chains)
         wg, pg = _w_and_probs(gibbs.get_samples(), K_test, n_chains, h.gamma0)
         assert az.ess(wg).min() > 100, f"ESS of w: {move} {az.ess(wg).min():.0f}"
