@@ -21,6 +21,8 @@ the same sweeps.
 
 from __future__ import annotations
 
+import ctypes
+import gc
 from collections import OrderedDict
 
 import jax
@@ -48,10 +50,21 @@ def clear_chunk_cache() -> None:
 def release_compiled_programs() -> None:
     """Free the compiled programs held in this process: the chunk functions and JAX's
     in-memory caches (:func:`jax.clear_caches`; programs are compiled again, or loaded from
-    the persistent compilation cache, when next needed)."""
+    the persistent compilation cache, when next needed), then hand the freed heap back to the
+    operating system (glibc's ``malloc_trim``, where there is one: without it the resident
+    memory of a 40-fit loop stayed at its peak and crept up by ~1.3 MB a fit)."""
     clear_chunk_cache()
     jax.clear_caches()
     _HELD_SHAPES.clear()
+    gc.collect()
+    _malloc_trim()
+
+
+def _malloc_trim() -> None:
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to hand back this way
+        pass
 
 
 def hold_programs_for(shape) -> bool:
