@@ -105,17 +105,11 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         likelihood. With λ integrated out, every training margin is pulled to 1 by a Laplace
         of scale 1/(1 + √(1 + 2γ₀)): 0.37 at γ₀ = 1, 0.07 at γ₀ = 100. Allowed: [0, 1e8].
     sampler : str, default="collapsed_log"
-        Kernel-weight move (:mod:`bayesmkl.inference.moves`), one of "collapsed_log",
-        "collapsed", "gibbs", "exact", "rmala", "paper", "stable". Exact:
-        ``"collapsed_log"`` (exact pairwise Gibbs on w, then HMC in log e on w with most
-        sample weights and the biases integrated out, then (a, b) | w), ``"collapsed"`` (the
-        same with the HMC in u = 2√e, whose −(2η−1)·log u wall at e = 0 made 0.1–0.35% of its
-        trajectories diverge on breast cancer and wine, where ``"collapsed_log"`` had none at
-        1.05–1.3× the ESS per second: ``benchmarks/results/sweep_settings_log.md``),
-        ``"gibbs"`` (pairwise Gibbs only), ``"exact"`` (MH-corrected HMC on w | a, b, λ),
-        ``"rmala"``. Biased, kept for reproduction: ``"paper"`` (the literal SGRHMC step
-        (7)–(8)) and ``"stable"`` (its first-release variant; at ε = 0.01 its mean potential
-        on a frozen breast-cancer state was 10,951 against 363 for NUTS).
+        Kernel-weight move (:mod:`bayesmkl.inference.moves`; docs/math.md §4). Exact:
+        ``"collapsed_log"`` (pairwise Gibbs on w, then HMC in log e on w with most sample
+        weights and the biases integrated out), ``"collapsed"`` (its HMC in u = 2√e, whose wall
+        at e = 0 made 0.1–0.35% of trajectories diverge), ``"gibbs"``, ``"exact"``,
+        ``"rmala"``. Biased, for reproduction: ``"paper"`` (eqs. (7)–(8)) and ``"stable"``.
     step_size : float, default=0.01
         ε of the SGRHMC moves (paper: 0.01; 0.1 for Sonar in Table 2); initial value for the
         exact moves, which tune it during warm-up.
@@ -151,9 +145,8 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
     ess_target : float, default=400
         Smallest bulk ESS (all chains together) accepted by ``num_samples="auto"``.
     max_samples : int, default=5000
-        Budget of post-warm-up sweeps per chain for ``num_samples="auto"``. Most data sets
-        reach the targets within 1,500 (``benchmarks/results/convergence.md``); glass (6
-        classes, 149 points) needed 4,450.
+        Budget of post-warm-up sweeps per chain for ``num_samples="auto"`` (measured: ≤ 1,500
+        on 7 data sets, 4,450 on glass; ``benchmarks/results/convergence.md``).
     max_time : float or None, default=None
         Wall-clock budget in seconds for ``num_samples="auto"`` (warm-up included, calibration
         refits excluded; each refit runs as many sweeps as the main fit used).
@@ -298,9 +291,7 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         self.kernel_names = kernel_names
         self.warm_start = warm_start
 
-    # ------------------------------------------------------------------------------------
-    # validation
-    # ------------------------------------------------------------------------------------
+    # validation ---------------------------------------------------------------------------
 
     def _validate_params(self):
         validate_params(self)
@@ -350,7 +341,6 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
             key, seed = make_rng_key(self.random_state)
         else:  # continue the stored chains: their own keys, no new warm-up
             seed = prev.seed
-
         enable_compilation_cache()  # a no-op when on already, or off by $BAYESMKL_CACHE_DIR
         hold_programs_for((K.shape, delta.shape, str(K.dtype), sw is None))  # bounded memory
         warmup = 0 if prev is not None else int(self.num_warmup)
@@ -362,8 +352,7 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         auto = self.num_samples == "auto"
         chain_method = resolve_chain_method(self.chain_method, int(self.num_chains))
         n_fixed = None if auto else int(self.num_samples)
-        # the first call runs this many sweeps (NumPyro's MCMC fixes its first call's length
-        # when it is built); later calls never run past the budget (sample_until_converged)
+        # chunks of RUN_CHUNK sweeps; the last never runs past the budget (sample_until_converged)
         budget = int(self.max_samples) if auto else n_fixed
         chunk = min(RUN_CHUNK, max(1, warmup + budget))
         monitor = run_monitor(K, seed)
