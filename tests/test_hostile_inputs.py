@@ -392,7 +392,7 @@ def test_divergence_suggestions_depend_on_the_settings():
         msgs[sampler] = str(exc.value)
     assert "sampler='exact'" not in msgs["exact"] and "sampler='gibbs'" in msgs["exact"]
     assert "step_size" not in msgs["gibbs"] and "sampler='gibbs'" not in msgs["gibbs"]
-    assert "sampler='collapsed'" in msgs["paper"] and "smaller step_size" in msgs["paper"]
+    assert "sampler='collapsed_log'" in msgs["paper"] and "smaller step_size" in msgs["paper"]
 
 
 def test_memory_limit_respects_ulimit_v(monkeypatch):
