@@ -1,21 +1,28 @@
-"""Benchmark: calibrated predictive probabilities of BM3KL against tuned baselines (issue 10).
+"""Benchmark: calibrated predictive probabilities of BM3KL against tuned baselines (issues 10, 22).
 
 Data: the shared UCI sets sonar, liver, ionosphere, pima, breast, heart, wine, glass
 (``../shared/data/uci`` or ``$BAYESMKL_DATA``; a missing set is skipped with a message). Every
 method sees the same ``--splits`` stratified 70/30 splits (``StratifiedShuffleSplit``, seed 0).
 
-Methods (all MKL methods on the BSVM-16 pool, paper hyper-parameters):
+Methods (all MKL methods on the BSVM-16 pool):
 
-* ``BM3KL``: ``BM3KLClassifier`` with the default ``calibration="cv"`` (``--folds`` refits),
-  kernel-weight sampler ``--sampler`` (default ``exact``), ``--chains`` chains,
-  ``--num-warmup`` + ``--num-samples`` sweeps;
+* ``BM3KL``: the default ``BM3KLClassifier`` (issue 22: the default prior, sampler,
+  ``calibration="loo"``, 4 chains, 300 warm-up sweeps and the data-driven run length); the
+  options ``--sampler``, ``--chains``, ``--num-warmup``, ``--num-samples``, ``--calibration``
+  (``cv`` uses ``--folds`` refits) change it, ``--quick`` shortens it. Whether the fit reached
+  the run-length targets is kept with each split (``converged``, ``stopped_by``);
+* ``BM3KL paper``: the same with ``prior="paper"`` (η = 1, β_a = 0.1, κ = 1e-10, τ = 1e-4,
+  γ0 = 100) and a time budget ``--paper-max-time`` (default 300 s): that posterior does not mix
+  in a user's time, and the row says how many of its fits converged;
 * ``BM3KL raw``: the same fit with ``calibration=None`` (the paper's softmax(ψ(f)) rule; no
   refit: the posterior is the same, only the probability map differs);
 * ``BM3KL psis``: the same fit, temperature/Platt pair fitted on PSIS-LOO-weighted training draws
-  (importance ratios 1/L'_i of the pseudo-likelihood) instead of out-of-fold draws — the
-  no-refit design that calibration does *not* use; kept here to show why (with the fraction of
-  training points whose Pareto k̂ > 0.7);
-* ``BEMKL`` (Gönen 2012, VB), ``BM3KLMAP`` (MAP of the BM3KL posterior, raw ψ rule);
+  (importance ratios 1/L'_i of the pseudo-likelihood) instead of out-of-fold draws, with the
+  fraction of training points whose Pareto k̂ > 0.7. Under ``calibration="loo"``, the default
+  since issue 21, this is the estimator's own map (the rows agree); it differs from ``BM3KL``
+  in a ``--calibration cv`` run;
+* ``BEMKL`` (Gönen 2012, VB), ``BM3KLMAP`` (MAP of the BM3KL posterior with the paper's
+  hyper-parameters, raw ψ rule);
 * ``SVC``: ``GridSearchCV(StandardScaler + SVC(probability=True))`` over C ∈ 2^{-3,-1,…,9} and
   γ ∈ 2^{-11,-9,…,1} (5-fold, accuracy), Platt scaling inside libsvm;
 * ``GPC``: ``StandardScaler + GaussianProcessClassifier(1.0·RBF(1.0))`` (Laplace, one-vs-rest for
@@ -63,7 +70,7 @@ sys.path.insert(0, str(HERE))
 from _resume import UnitStore, tiny_data, write_atomic  # noqa: E402
 
 DATASETS = ("sonar", "liver", "ionosphere", "pima", "breast", "heart", "wine", "glass")
-METHODS = ("BM3KL", "BM3KL raw", "BM3KL psis", "BEMKL", "BM3KLMAP", "SVC", "GPC")
+METHODS = ("BM3KL", "BM3KL raw", "BM3KL psis", "BM3KL paper", "BEMKL", "BM3KLMAP", "SVC", "GPC")
 METRICS = ("logloss", "ece", "acc", "brier")
 EPS = 1e-15
 
@@ -104,6 +111,41 @@ def metrics(proba, codes) -> dict:
 # ------------------------------------------------------------------------------------------
 
 
+def bm3kl_params(args, seed, paper: bool = False) -> dict:
+    """The estimator's parameters: its defaults except what the options set."""
+    params = {"random_state": seed, "progress_bar": False}
+    if args.sampler is not None:
+        params["sampler"] = args.sampler
+    for name in ("chains", "num_warmup", "num_samples"):
+        value = getattr(args, name)
+        if value is not None:
+            params["num_chains" if name == "chains" else name] = value
+    if args.calibration is not None:
+        params["calibration"] = args.folds if args.calibration == "cv" else args.calibration
+    if paper:
+        params.update(prior="paper", max_time=args.paper_max_time)
+    return params
+
+
+def run_info(clf) -> dict:
+    r = clf.run_report_
+    return {"converged": bool(r.converged), "stopped_by": r.stopped_by,
+            "rhat_max": float(r.rhat_max), "ess_bulk_min": float(r.ess_bulk_min),
+            "num_samples": int(r.num_samples)}  # fmt: skip
+
+
+def bm3kl_paper(Xtr, ytr, Xte, args, seed):
+    """The paper's prior under a time budget → its probabilities and whether it converged."""
+    from bayesmkl import BM3KLClassifier
+
+    clf = BM3KLClassifier(**bm3kl_params(args, seed, paper=True))
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf.fit(Xtr, ytr)
+    return {"BM3KL paper": (clf.predict_proba(Xte), time.perf_counter() - t0)}, run_info(clf)
+
+
 def bm3kl_family(Xtr, ytr, Xte, args, seed):
     """One BM3KL fit → probabilities of the calibrated, raw and PSIS-LOO-calibrated rules."""
     import copy
@@ -117,15 +159,7 @@ def bm3kl_family(Xtr, ytr, Xte, args, seed):
     from bayesmkl.model import signed_targets
     from bayesmkl.predict import draw_decision_values
 
-    clf = BM3KLClassifier(
-        sampler=args.sampler,
-        num_chains=args.chains,
-        num_warmup=args.num_warmup,
-        num_samples=args.num_samples,
-        calibration=args.folds,
-        random_state=seed,
-        progress_bar=False,
-    )
+    clf = BM3KLClassifier(**bm3kl_params(args, seed))
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -142,10 +176,10 @@ def bm3kl_family(Xtr, ytr, Xte, args, seed):
     _, codes = validate_labels(ytr, len(ytr))
     delta = np.asarray(signed_targets(codes, len(clf.classes_), clf.binary_mode))
     with x64_scope():  # a low-level function: bayesmkl's entry points alone scope 64-bit JAX
-        terms = log_pseudo_likelihood_terms(np.swapaxes(F, 1, 2), delta[None], clf.gamma0)
+        terms = log_pseudo_likelihood_terms(np.swapaxes(F, 1, 2), delta[None], clf.gamma0_)
         log_lik = np.asarray(terms).sum(axis=1)  # (S, N)
     log_w, khat = psis_log_weights(log_lik)
-    cal = fit_calibrator([F], [codes], gamma0=clf.gamma0, log_weights=[log_w], n_folds=1)
+    cal = fit_calibrator([F], [codes], gamma0=clf.gamma0_, log_weights=[log_w], n_folds=1)
     P = np.exp(cal.log_proba_draws(clf.decision_draws(Xte))).mean(axis=0)
     out["BM3KL psis"] = (P, fit_s)
     info = {
@@ -154,7 +188,8 @@ def bm3kl_family(Xtr, ytr, Xte, args, seed):
         "psis_temperature": cal.temperature,
         "khat_gt_0.7": float(np.mean(khat > 0.7)),
         "khat_median": float(np.nanmedian(khat)),
-        "oof_logloss": clf.calibrator_.oof_log_loss,
+        "oof_logloss": getattr(clf.calibrator_, "oof_log_loss", None),
+        **run_info(clf),
     }
     return out, info
 
@@ -200,6 +235,10 @@ def baseline(name, Xtr, ytr, Xte, seed):
 # ------------------------------------------------------------------------------------------
 
 
+def _int_or_auto(text: str):
+    return text if text == "auto" else int(text)
+
+
 def summarise(per_split: dict) -> dict:
     out = {}
     for method, runs in per_split.items():
@@ -230,16 +269,22 @@ def criterion(summary: dict) -> dict:
     }
 
 
+def _converged(infos: list) -> str:
+    return f"{sum(bool(i.get('converged')) for i in infos)}/{len(infos)}" if infos else "–"
+
+
 def write_markdown(result: dict, path: Path) -> None:
     cfg = result["config"]
+    given = {k: cfg.get(k) for k in ("sampler", "chains", "num_warmup", "num_samples",
+                                     "calibration") if cfg.get(k) is not None}  # fmt: skip
     lines = [
-        "# Calibration benchmark (issue 10)",
+        "# Calibration benchmark (issues 10, 22)",
         "",
-        f"{cfg['splits']} stratified 70/30 splits per set; BM3KL: sampler `{cfg['sampler']}`, "
-        f"{cfg['chains']} chains × ({cfg['num_warmup']} + {cfg['num_samples']}) sweeps, "
-        f"calibration with {cfg['folds']} cross-fitting folds. Means over splits (± SD). "
-        "Log-loss clips probabilities at 1e-15; ECE: top-label, 15 bins; Brier: Σ_k over "
-        "classes.",
+        f"{cfg['splits']} stratified 70/30 splits per set; BM3KL: the default "
+        f"`BM3KLClassifier` (options changed: {given or 'none'}); BM3KL paper: the same with "
+        f'`prior="paper"` and `max_time={cfg.get("paper_max_time")}`. Means over splits '
+        "(± SD). Log-loss clips probabilities at 1e-15; ECE: top-label, 15 bins; Brier: Σ_k "
+        "over classes.",
         "",
         f"Machine: {result['machine']['cpu_count']} CPUs, load average at the end "
         f"{result['machine'].get('loadavg_1_5_15')}; wall time {result['wall_s']:.0f} s "
@@ -273,18 +318,24 @@ def write_markdown(result: dict, path: Path) -> None:
                 f"{c['logloss_within_10pct']} | {c['ece_within_10pct']} | "
                 f"{c['acc_within_2pts_of_best']} ({c['best_acc_method']}) |"
             )
-    lines += ["", "## BM3KL calibration maps and the PSIS diagnostic", ""]
+    lines += ["", "## BM3KL calibration maps, the PSIS diagnostic and convergence", ""]
     lines += [
-        "| data set | T (mean) | β (mean) | PSIS T | share of k̂ > 0.7 |",
-        "|---|---|---|---|---|",
+        "| data set | T (mean) | β (mean) | PSIS T | share of k̂ > 0.7 | BM3KL converged "
+        "| BM3KL paper converged |",
+        "|---|---|---|---|---|---|---|",
     ]
     for ds, info in result["bm3kl_info"].items():
         if not info:  # no BM3KL fit on this set
             continue
-        mean = {k: np.mean([i[k] for i in info]) for k in info[0]}
+        mean = {
+            k: np.mean([i[k] for i in info])
+            for k in ("temperature", "intercept", "psis_temperature", "khat_gt_0.7")
+        }
+        paper = result.get("paper_info", {}).get(ds, [])
         lines.append(
             f"| {ds} | {mean['temperature']:.2f} | {mean['intercept']:.2f} | "
-            f"{mean['psis_temperature']:.2f} | {mean['khat_gt_0.7']:.2f} |"
+            f"{mean['psis_temperature']:.2f} | {mean['khat_gt_0.7']:.2f} | {_converged(info)} "
+            f"| {_converged(paper)} |"
         )
     write_atomic(path, "\n".join(lines) + "\n")
 
@@ -297,11 +348,16 @@ def main(argv=None) -> int:
                                                                                "BM3KL psis")),
                    help="BM3KL also gives 'BM3KL raw' and 'BM3KL psis'")  # fmt: skip
     p.add_argument("--splits", type=int, default=5)
-    p.add_argument("--sampler", default="exact")
-    p.add_argument("--chains", type=int, default=2)
-    p.add_argument("--num-warmup", type=int, default=150)
-    p.add_argument("--num-samples", type=int, default=100)
-    p.add_argument("--folds", type=int, default=3, help="calibration cross-fitting folds")
+    p.add_argument("--sampler", default=None, help="default: the estimator's")
+    p.add_argument("--chains", type=int, default=None, help="default: the estimator's (4)")
+    p.add_argument("--num-warmup", type=int, default=None, help="default: the estimator's")
+    p.add_argument("--num-samples", type=_int_or_auto, default=None,
+                   help="an int or 'auto' (default: the estimator's, 'auto')")  # fmt: skip
+    p.add_argument("--calibration", choices=("loo", "cv"), default=None,
+                   help="default: the estimator's ('loo')")  # fmt: skip
+    p.add_argument("--folds", type=int, default=3, help="cross-fitting folds of --calibration cv")
+    p.add_argument("--paper-max-time", type=float, default=300.0,
+                   help="time budget (s) of each 'BM3KL paper' fit")  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--resume", action="store_true",
@@ -317,6 +373,7 @@ def main(argv=None) -> int:
     if args.quick:
         datasets, args.splits = datasets[:1] + ["glass"], 2
         args.num_warmup, args.num_samples = 60, 40
+        args.chains = args.chains or 2
         methods = [m for m in methods if m != "GPC"]
         stem = "calibration_quick"
     stem = args.stem or stem
@@ -332,7 +389,8 @@ def main(argv=None) -> int:
         print("shared UCI data not found (../shared/data/uci or $BAYESMKL_DATA); nothing to do")
         return 1
     out = Path(args.out) if args.out else RESULTS / stem
-    unit_keys = ("splits", "sampler", "chains", "num_warmup", "num_samples", "folds", "seed")
+    unit_keys = ("splits", "sampler", "chains", "num_warmup", "num_samples", "calibration",
+                 "folds", "paper_max_time", "seed")  # fmt: skip
     store = UnitStore(out.with_suffix(".json"), {k: getattr(args, k) for k in unit_keys},
                       fresh=args.fresh)  # fmt: skip
     result = {
@@ -342,6 +400,7 @@ def main(argv=None) -> int:
         "per_split": {},
         "criterion": {},
         "bm3kl_info": {},
+        "paper_info": {},
     }
     wall_s = 0.0  # summed over the units, whichever run computed them
     # data sets of earlier runs that this one does not ask for keep their summaries
@@ -360,7 +419,7 @@ def main(argv=None) -> int:
             splitter = StratifiedShuffleSplit(args.splits, test_size=0.3, random_state=args.seed)
             splits = list(splitter.split(X, y))
         per = {}
-        infos = []
+        infos, paper_infos = [], []
         for k in range(args.splits):
             fitted = False
             for key in keys[k]:
@@ -374,6 +433,8 @@ def main(argv=None) -> int:
                     t0 = time.perf_counter()
                     if m == "BM3KL":
                         outs, info = bm3kl_family(Xtr, ytr, Xte, args, args.seed + k)
+                    elif m == "BM3KL paper":
+                        outs, info = bm3kl_paper(Xtr, ytr, Xte, args, args.seed + k)
                     else:
                         outs, info = {m: baseline(m, Xtr, ytr, Xte, args.seed + k)}, None
                     rows = {name: {**metrics(P, codes), "fit_s": fit_s}
@@ -384,7 +445,7 @@ def main(argv=None) -> int:
                 unit = store.result(key)
                 wall_s += unit["wall_s"]
                 if unit["info"] is not None:
-                    infos.append(unit["info"])
+                    (paper_infos if m == "BM3KL paper" else infos).append(unit["info"])
                 for name, row in unit["rows"].items():
                     per.setdefault(name, []).append(row)
             if fitted:
@@ -402,6 +463,7 @@ def main(argv=None) -> int:
         result["per_split"][ds] = per
         result["criterion"][ds] = criterion(summ)
         result["bm3kl_info"][ds] = infos
+        result["paper_info"][ds] = paper_infos
         result["wall_s"] = wall_s
         result["machine"]["loadavg_1_5_15"] = list(os.getloadavg())
         store.save(**result)
