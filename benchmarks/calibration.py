@@ -368,6 +368,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None, help="results path stem (default results/STEM)")
     args = p.parse_args(argv)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        p.error(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     stem = "calibration"
     if args.quick:
@@ -408,7 +411,9 @@ def main(argv=None) -> int:
     extra = [d for d in dict.fromkeys(earlier) if d not in datasets]
     for ds in datasets + extra:
         compute = ds in datasets
-        keys = [[store.key(ds, f"split {k}", m) for m in (methods if compute else METHODS)]
+        # a computed set's summary keeps the methods an earlier run finished on it
+        keys = [[store.key(ds, f"split {k}", m) for m in METHODS
+                 if (compute and m in methods) or store.done(store.key(ds, f"split {k}", m))]
                 for k in range(args.splits)]  # fmt: skip
         if compute and not all(store.done(key) for row in keys for key in row):
             try:  # the data only when a unit is still to do
