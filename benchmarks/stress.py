@@ -1,43 +1,61 @@
-"""Stress test of the estimator's default sampler: NaN runs and silent failures (issue 11).
+"""Stress test of the default estimator: NaN runs, silent failures and hangs (issues 11, 22).
 
-Protocol (full run): every shared UCI data set — binary (sonar, liver, ionosphere, pima, heart,
-breast) and multiclass (wine, glass, and mfeat with its Fourier view only, subsampled to 500
-rows, 50 per class) — plus the data of ``../shared/repro/nan_divergence.py`` (350 rows, 12
-distinct), each with a stratified 70/30 split (seed 0), × γ0 ∈ {1, 100, 10000} × 5 seeds ×
-2,000 sweeps (1,000 warm-up + 1,000 kept). The 5 seeds are the 5 chains of one
-``BM3KLClassifier`` fit with ``num_chains=5, chain_method="vectorized"`` (NumPyro splits one key
-into 5 chain keys), with the estimator's DEFAULT sampler and hyper-parameters otherwise.
+Protocol (full run, issue 22): every shared UCI data set — binary (sonar, liver, ionosphere,
+pima, heart, breast) and multiclass (wine, glass, and mfeat with its Fourier view only,
+subsampled to 500 rows, 50 per class) — plus the data of ``../shared/repro/nan_divergence.py``
+(350 rows, 12 distinct), each with a stratified 70/30 split (seed 0), × prior ∈ {default,
+paper} × γ0 ∈ {1, 100, 10000} × 5 seeds, each fit with the estimator's DEFAULT run length
+(``num_samples="auto"``: until R-hat ≤ 1.01 and bulk ESS ≥ 400, at most ``max_samples`` = 5,000
+sweeps, no time budget) and its default calibration. The 5 seeds are the 5 chains of one
+``BM3KLClassifier`` fit with ``num_chains=5`` (NumPyro splits one key into 5 chain keys).
+
+Then the **extreme-but-valid settings** (and a few just outside the validated range, which must
+be refused with a clear error), one at a time with the others at the defaults, on the repro
+data with a 120 s time budget: η ∈ {1e-6, 0.02, 1e3, 1e6}, γ0 ∈ {0, 1e8, 1e300}, κ ∈ {1e-200,
+1e10, 1e300}, α_a and β_a at 0.02 and 1e6, τ (``bias_prior_var``) at 1e-100 and 1e20.
+
+**Watchdog.** Every fit runs in its own process under a wall-clock limit (``--watchdog``,
+default 1,800 s for the grid, 600 s for the extreme settings; a JAX loop that never returns
+cannot be interrupted from inside Python). A fit killed by it counts as a *hang* for each of
+its chains.
 
 Counted per run (= per chain):
 
 * ``nan_run``: some kept draw of the chain is NaN/inf;
 * ``raised`` / ``warned``: the fit raised (``SamplerDivergenceError``) or warned
-  (``SamplerDivergenceWarning``);
-* ``silent_failure``: a NaN run with neither, or test probabilities returned non-finite without
-  an exception, or labels derived from NaN probabilities.
+  (``SamplerDivergenceWarning``); ``refused``: validation refused the setting (``ValueError``);
+* ``hang``: the watchdog killed the fit; ``crashed``: the fit's process died with another
+  error (its message is kept);
+* ``silent_failure``: a NaN run with neither raise nor warning, or test probabilities returned
+  non-finite without an exception;
+* ``converged``: the fit met its R-hat and ESS targets (``run_report_.converged``).
 
-Writes ``benchmarks/results/stress.json`` (``{"runs", "nan_runs", "silent_failures", ...,
-"rows": [...]}``) and ``stress.md``; ``--quick`` (repro + liver + wine, 200 sweeps) writes
-``stress_quick.*``; ``--tiny`` (a 60-row synthetic set, 6 sweeps, 2 chains, γ0 ∈ {1, 100},
-no calibration refits: a smoke run) writes ``stress_tiny.*``.
+Writes ``benchmarks/results/stress.json`` (``{"runs", "nan_runs", "silent_failures", "hangs",
+"converged_runs", ..., "rows": [...]}``) and ``stress.md``; ``--quick`` (repro + liver + wine,
+default prior, 200 fixed sweeps) writes ``stress_quick.*``; ``--tiny`` (a 60-row synthetic
+set, 6 sweeps, 2 chains, γ0 ∈ {1, 100}, no calibration: a smoke run) writes ``stress_tiny.*``.
 
-Resumable (``benchmarks/_resume.py``): every fit (data set × γ0) is written to the JSON as soon
-as it ends, with the package commit and the load average; a restart with the same settings
-skips the fits already there (``--fresh`` starts over).
+Resumable (``benchmarks/_resume.py``): every fit (data set × prior × γ0, or extreme setting)
+is written to the JSON as soon as it ends, with the package commit and the load average; a
+restart with the same settings skips the fits already there (``--fresh`` starts over). The
+grid runs first with the default prior, then the extreme settings, then the paper's prior.
 
 Usage::
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/stress.py [--quick | --tiny]
-        [--datasets repro,wine] [--gammas 1,100] [--sweeps 2000] [--chains 5] [--out STEM]
-        [--fresh]
+        [--datasets repro,wine] [--priors default,paper] [--gammas 1,100] [--sweeps N]
+        [--chains 5] [--no-extremes] [--watchdog S] [--out STEM] [--fresh]
 
-Cost: the sampler's (a, b) step is O(C·N³) per sweep, so pima and breast (N = 537 and 398 train
-points) dominate; the full protocol is several CPU-hours on 2 cores.
+Cost: the default prior's fits converge in 15-250 s each (benchmarks/results/convergence.md);
+the paper's prior runs to ``max_samples`` (a few minutes each): several CPU-hours in all.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
 import time
 import warnings
@@ -49,19 +67,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _resume import UnitStore, tiny_data, write_atomic  # noqa: E402
 from sweep_floor import RESULTS, _default, machine_info, md_table  # noqa: E402
 
-from bayesmkl import BM3KLClassifier  # noqa: E402
-from bayesmkl._checks import SamplerDivergenceError, SamplerDivergenceWarning  # noqa: E402
-from bayesmkl.datasets import make_duplicated_rows  # noqa: E402
-
 BINARY = ("sonar", "liver", "ionosphere", "pima", "heart", "breast")
 MULTICLASS = ("wine", "glass", "mfeat-fou")
 FULL = ("repro",) + BINARY + MULTICLASS
 QUICK = ("repro", "liver", "wine")
 GAMMAS = (1.0, 100.0, 10000.0)
+PRIORS = ("default", "paper")
+#: (parameter, value): the validated bounds (bayesmkl/_bounds.py), values inside them far from
+#: the defaults, and values outside them that the audit of issue 22 found hanging.
+EXTREMES = (
+    ("eta", 1e-6), ("eta", 0.02), ("eta", 1e3), ("eta", 1e6),
+    ("gamma0", 0.0), ("gamma0", 1e8), ("gamma0", 1e300),
+    ("kappa", 1e-200), ("kappa", 1e10), ("kappa", 1e300),
+    ("alpha_a", 0.02), ("alpha_a", 1e6), ("beta_a", 0.02), ("beta_a", 1e6),
+    ("bias_prior_var", 1e-100), ("bias_prior_var", 1e20),
+)  # fmt: skip
+EXTREME_DATA = "repro"
+EXTREME_MAX_TIME = 120.0
+_MARK = "STRESS-UNIT-RESULT "
 
 
 def load(name: str):
     """``(X, y)`` or ``None`` when the shared data are absent."""
+    from bayesmkl.datasets import make_duplicated_rows
+
     if name == "repro":
         return make_duplicated_rows()
     if name == "tiny":
@@ -85,21 +114,28 @@ def split(X, y, seed=0, test=0.3):
     return train_test_split(X, y, test_size=test, random_state=seed, stratify=y)
 
 
-def run_one(name, X, y, gamma0, chains, sweeps, calibration="cv"):
-    """One vectorized fit; one row per chain."""
+def run_one(spec: dict) -> list[dict]:
+    """One fit of ``spec`` in this process; one row per chain.
+
+    ``spec``: ``dataset``, ``prior``, ``chains``, ``sweeps`` (None: the default run length),
+    ``calibration``, ``max_time`` and ``params`` (hyper-parameters set on the estimator).
+    """
+    from bayesmkl import BM3KLClassifier
+    from bayesmkl._checks import SamplerDivergenceError, SamplerDivergenceWarning
+
+    X, y = load(spec["dataset"])
     Xtr, Xte, ytr, yte = split(X, y)
-    warmup = sweeps // 2
+    chains, sweeps = spec["chains"], spec["sweeps"]
+    run_length = {} if sweeps is None else {"num_warmup": sweeps // 2,
+                                             "num_samples": sweeps - sweeps // 2}  # fmt: skip
     clf = BM3KLClassifier(
-        gamma0=gamma0,
-        num_warmup=warmup,
-        num_samples=sweeps - warmup,
-        num_chains=chains,
-        chain_method="vectorized",
-        random_state=0,
-        progress_bar=False,
-        calibration=calibration,
-    )
-    raised, warned = "", False
+        prior=spec["prior"], num_chains=chains, chain_method="vectorized", random_state=0,
+        progress_bar=False, calibration=spec["calibration"], max_time=spec["max_time"],
+        **run_length, **spec["params"],
+    )  # fmt: skip
+    base = {"dataset": spec["dataset"], "n_train": len(ytr), "n_classes": len(np.unique(y)),
+            "prior": spec["prior"], **spec["params"]}  # fmt: skip
+    raised = refused = ""
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -107,38 +143,34 @@ def run_one(name, X, y, gamma0, chains, sweeps, calibration="cv"):
             clf.fit(Xtr, ytr)
         except SamplerDivergenceError as exc:
             raised = str(exc)
-    fit_s = time.perf_counter() - t0
+        except ValueError as exc:  # validation: a clear refusal of the setting
+            refused = str(exc)
+    fit_s = round(time.perf_counter() - t0, 2)
     warned = any(issubclass(w.category, SamplerDivergenceWarning) for w in caught)
     post = getattr(clf, "posterior_", None)
-    if post is None:
-        raise RuntimeError(f"{name}: the fit failed before sampling: {raised}")
+    if refused or post is None:
+        error = (refused or raised)[:300]
+        return [{**base, "chain": c, "refused": bool(refused), "raised": bool(raised),
+                 "error": error, "fit_s": fit_s} for c in range(chains)]  # fmt: skip
     finite = np.ones(chains, bool)
     for v in post.values():
         finite &= np.isfinite(v.reshape(chains, -1)).all(axis=1)
-    # per-chain test predictions (through the estimator's guarded path, all draws at once)
-    pred_error = ""
-    P = None
+    P, pred_error = None, ""
     try:
         P = clf.proba_draws(Xte)  # (chains·draws, M, K), chain-major
     except (FloatingPointError, ValueError) as exc:
         pred_error = f"{type(exc).__name__}: {exc}"
+    report = clf.run_report_
     rows = []
     for c in range(chains):
         row = {
-            "dataset": name,
-            "n_train": len(ytr),
-            "n_classes": len(np.unique(y)),
-            "n_kernels": len(clf.kernel_names_),
-            "gamma0": gamma0,
-            "chain": c,
-            "sweeps": sweeps,
-            "sampler": clf.sampler,
-            "nan_run": bool(not finite[c]),
-            "raised": bool(raised),
-            "warned": bool(warned),
+            **base, "chain": c, "sweeps": int(clf.n_iter_), "sampler": clf.sampler,
+            "stopped_by": report.stopped_by, "converged": bool(report.converged),
+            "rhat_max": float(report.rhat_max) if report.rhat_max is not None else None,
+            "nan_run": bool(not finite[c]), "raised": bool(raised), "warned": bool(warned),
             "diverging_frac": float(np.mean(clf.sample_stats_["diverging"][c])),
-            "fit_s": round(fit_s, 2),
-        }
+            "fit_s": fit_s,
+        }  # fmt: skip
         returned_nonfinite = False
         if P is not None:
             Pc = P.reshape(chains, -1, *P.shape[1:])[c].mean(axis=0)
@@ -157,6 +189,84 @@ def run_one(name, X, y, gamma0, chains, sweeps, calibration="cv"):
     return rows
 
 
+def run_watched(spec: dict, watchdog: float) -> list[dict]:
+    """:func:`run_one` in a child process killed after ``watchdog`` seconds (a *hang*)."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--unit", json.dumps(spec)]
+    env = dict(os.environ)
+    env.pop("BAYESMKL_BENCH_STOP_AFTER", None)  # the child writes no units
+    base = {"dataset": spec["dataset"], "prior": spec["prior"], **spec["params"]}
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=watchdog, env=env)
+    except subprocess.TimeoutExpired:
+        return [{**base, "chain": c, "hang": True, "fit_s": round(time.perf_counter() - t0, 2),
+                 "error": f"killed by the {watchdog:g} s watchdog"}
+                for c in range(spec["chains"])]  # fmt: skip
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(_MARK):
+            return json.loads(line[len(_MARK) :])
+    tail = (proc.stderr or proc.stdout)[-600:]
+    return [{**base, "chain": c, "crashed": True, "error": f"exit {proc.returncode}: {tail}"}
+            for c in range(spec["chains"])]  # fmt: skip
+
+
+def _count(rows, flag):
+    return sum(bool(r.get(flag)) for r in rows)
+
+
+def summarise(rows, protocol):
+    return {
+        "runs": len(rows),
+        "nan_runs": _count(rows, "nan_run"),
+        "silent_failures": _count(rows, "silent_failure"),
+        "hangs": _count(rows, "hang"),
+        "crashed_runs": _count(rows, "crashed"),
+        "converged_runs": _count(rows, "converged"),
+        "raised_runs": _count(rows, "raised"),
+        "warned_runs": _count(rows, "warned"),
+        "refused_runs": _count(rows, "refused"),
+        "protocol": protocol,
+    }
+
+
+COLUMNS = ["dataset", "prior", "gamma0", "chain", "sweeps", "stopped_by", "converged", "nan_run",
+           "raised", "warned", "silent_failure", "hang", "diverging_frac", "test_accuracy",
+           "fit_s"]  # fmt: skip
+
+
+def markdown(summary, grid_rows, extreme_rows):
+    s = summary
+    md = [
+        "# Stress test: NaN runs, silent failures and hangs (issues 11, 22)\n",
+        f"{s['runs']} runs (chains), {s['nan_runs']} NaN runs, {s['silent_failures']} silent "
+        f"failures, {s['hangs']} hangs, {s['crashed_runs']} crashed, {s['converged_runs']} in "
+        f"fits that converged; {s['raised_runs']} runs in fits that raised, {s['warned_runs']} "
+        f"in fits that warned, {s['refused_runs']} refused by validation. Protocol: "
+        f"`{json.dumps(s['protocol'])}`.\n",
+    ]
+    if grid_rows:
+        md += ["## Grid\n", md_table(grid_rows, COLUMNS)]
+    if extreme_rows:
+        cols = ["setting", "chain", "refused", "sweeps", "stopped_by", "converged", "nan_run",
+                "raised", "warned", "silent_failure", "hang", "diverging_frac", "test_accuracy",
+                "fit_s", "error"]  # fmt: skip
+        md += ["\n## Extreme settings (repro data, 120 s budget)\n", md_table(extreme_rows, cols)]
+    return "\n".join(md)
+
+
+def units(names, priors, gammas, extremes):
+    """``(key parts, spec overrides)`` in the order they run."""
+    out = []
+    for prior in priors:
+        out += [((name, prior, f"gamma0={g:g}"), {"dataset": name, "prior": prior,
+                 "params": {"gamma0": g}}) for name in names for g in gammas]  # fmt: skip
+        if prior == "default" and extremes:
+            out += [(("extreme", f"{p}={v:g}"), {"dataset": EXTREME_DATA, "prior": "default",
+                     "params": {p: v}, "max_time": EXTREME_MAX_TIME, "extreme": True})
+                    for p, v in EXTREMES]  # fmt: skip
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="repro + liver + wine, 200 sweeps")
@@ -165,100 +275,82 @@ def main(argv=None):
         help="smoke run: a 60-row synthetic set, 6 sweeps, 2 chains, γ0 1 and 100, raw rule",
     )  # fmt: skip
     ap.add_argument("--datasets", help="comma-separated subset of " + ",".join(FULL + ("tiny",)))
+    ap.add_argument("--priors", help="comma-separated subset of default,paper (default both)")
     ap.add_argument("--gammas", help="comma-separated γ0 values (default 1,100,10000)")
-    ap.add_argument("--sweeps", type=int, help="sweeps per chain (default 2000; quick 200)")
+    ap.add_argument("--sweeps", type=int, help="fixed sweeps per chain (default: auto)")
     ap.add_argument("--chains", type=int, default=None, help="seeds = vectorized chains (5)")
+    ap.add_argument("--no-extremes", action="store_true", help="skip the extreme settings")
+    ap.add_argument("--watchdog", type=float, default=1800.0, help="seconds per grid fit")
     ap.add_argument("--out", help="results path stem (default benchmarks/results/stress[_quick])")
     ap.add_argument("--fresh", action="store_true", help="ignore the fits already in the JSON")
+    ap.add_argument("--unit", help=argparse.SUPPRESS)  # internal: one fit, in a child process
     args = ap.parse_args(argv)
+    if args.unit:
+        from bayesmkl.estimator import enable_compilation_cache
+
+        enable_compilation_cache()
+        print(_MARK + json.dumps(run_one(json.loads(args.unit)), default=_default), flush=True)
+        return None
+    small = args.tiny or args.quick
     default_names = ("tiny",) if args.tiny else (QUICK if args.quick else FULL)
     names = args.datasets.split(",") if args.datasets else default_names
+    priors = args.priors.split(",") if args.priors else (("default",) if small else PRIORS)
     default_gammas = (1.0, 100.0) if args.tiny else GAMMAS
     gammas = tuple(float(g) for g in args.gammas.split(",")) if args.gammas else default_gammas
-    sweeps = args.sweeps or (6 if args.tiny else 200 if args.quick else 2000)
+    sweeps = args.sweeps or (6 if args.tiny else 200 if args.quick else None)
     chains = args.chains or (2 if args.tiny else 5)
-    calibration = None if args.tiny else "cv"
+    calibration = None if args.tiny else "loo"
+    extremes = not (args.no_extremes or small)
     stem = "stress_tiny" if args.tiny else "stress_quick" if args.quick else "stress"
     out = Path(args.out) if args.out else RESULTS / stem
-    from bayesmkl.estimator import enable_compilation_cache
-
-    enable_compilation_cache()  # a restarted run loads the programs compiled before
+    common = {"chains": chains, "sweeps": sweeps, "calibration": calibration, "max_time": None}
     store = UnitStore(
         out.with_suffix(".json"),
-        {"sweeps": sweeps, "chains": chains, "calibration": calibration,
-         "sampler": BM3KLClassifier().sampler, "split": "stratified 70/30, seed 0"},
+        {**common, "split": "stratified 70/30, seed 0", "run_length": "auto" if sweeps is None
+         else "fixed", "extreme_max_time": EXTREME_MAX_TIME},
         fresh=args.fresh, default=_default,
     )  # fmt: skip
-    rows, skipped = [], []
-    for name in names:
-        data = None
-        for g in gammas:
-            key = store.key(name, f"gamma0={g:g}")
-            if store.done(key):
-                rows += store.result(key)
-                continue
-            data = load(name) if data is None else data
-            if data is None:
-                skipped.append(name)
-                print(f"{name}: shared UCI data not found; skipped", flush=True)
-                break
-            got = run_one(name, *data, g, chains, sweeps, calibration)
-            rows += got
-            print(
-                f"{name:>10} γ0={g:<7g} nan={sum(r['nan_run'] for r in got)} "
-                f"silent={sum(r['silent_failure'] for r in got)} raised={got[0]['raised']} "
-                f"acc={[r['test_accuracy'] for r in got]} fit {got[0]['fit_s']:.1f} s",
-                flush=True,
-            )
-            store.add(key, got)
-    summary = {
-        "runs": len(rows),
-        "nan_runs": sum(r["nan_run"] for r in rows),
-        "silent_failures": sum(r["silent_failure"] for r in rows),
-        "raised_runs": sum(r["raised"] for r in rows),
-        "warned_runs": sum(r["warned"] for r in rows),
-        "protocol": {
-            "datasets": list(names),
-            "skipped": skipped,
-            "gamma0": list(gammas),
-            "seeds_as_vectorized_chains": chains,
-            "sweeps_per_chain": sweeps,
-            "split": "stratified 70/30, seed 0",
-            "sampler": rows[0]["sampler"] if rows else None,
-            "quick": bool(args.quick),
-            "tiny": bool(args.tiny),
-            "calibration": calibration,
-        },
-    }
-    md = [
-        "# Stress test: NaN runs and silent failures (issue 11)\n",
-        f"{summary['runs']} runs (chains), {summary['nan_runs']} NaN runs, "
-        f"{summary['silent_failures']} silent failures, {summary['raised_runs']} runs in fits "
-        f"that raised, {summary['warned_runs']} in fits that warned. Sampler: "
-        f"`{summary['protocol']['sampler']}`, {sweeps} sweeps per chain, "
-        f"{chains} vectorized chains per fit, γ0 ∈ {list(gammas)}.\n",
-        md_table(
-            rows,
-            [
-                "dataset",
-                "n_train",
-                "n_classes",
-                "gamma0",
-                "chain",
-                "nan_run",
-                "raised",
-                "warned",
-                "silent_failure",
-                "diverging_frac",
-                "test_accuracy",
-                "fit_s",
-            ],
-        ),  # fmt: skip
-    ]
-    if skipped:
-        md.append(f"\nSkipped (no shared data): {', '.join(skipped)}\n")
+    grid_rows, extreme_rows, skipped = [], [], []
+    for parts, over in units(names, priors, gammas, extremes):
+        key = store.key(*parts)
+        target = extreme_rows if over.get("extreme") else grid_rows
+        if store.done(key):
+            target += store.result(key)
+            continue
+        if over["dataset"] in skipped:
+            continue
+        if over["dataset"] not in ("repro", "tiny") and load(over["dataset"]) is None:
+            skipped.append(over["dataset"])
+            print(f"{over['dataset']}: shared UCI data not found; skipped", flush=True)
+            continue
+        spec = {**common, **over}
+        spec.pop("extreme", None)
+        watchdog = min(args.watchdog, 600.0) if over.get("extreme") else args.watchdog
+        got = run_watched(spec, watchdog)
+        if over.get("extreme"):
+            got = [{**r, "setting": parts[1]} for r in got]
+        target += got
+        print(
+            f"{' | '.join(parts):>40}: nan={_count(got, 'nan_run')} "
+            f"silent={_count(got, 'silent_failure')} hang={_count(got, 'hang')} "
+            f"crashed={_count(got, 'crashed')} refused={_count(got, 'refused')} "
+            f"converged={_count(got, 'converged')} stopped_by={got[0].get('stopped_by')} "
+            f"acc={[r.get('test_accuracy') for r in got]} fit {got[0].get('fit_s')} s",
+            flush=True,
+        )
+        store.add(key, got)
+    protocol = {
+        "datasets": list(names), "skipped": skipped, "priors": list(priors),
+        "gamma0": list(gammas), "seeds_as_vectorized_chains": chains,
+        "run_length": "default (auto)" if sweeps is None else f"{sweeps} sweeps",
+        "extremes": [f"{p}={v:g}" for p, v in EXTREMES] if extremes else [],
+        "split": "stratified 70/30, seed 0", "calibration": calibration,
+        "watchdog_s": args.watchdog, "quick": bool(args.quick), "tiny": bool(args.tiny),
+    }  # fmt: skip
+    rows = grid_rows + extreme_rows
+    summary = summarise(rows, protocol)
     store.save(benchmark=stem, machine=machine_info(), **summary, rows=rows)
-    write_atomic(out.with_suffix(".md"), "\n".join(md))
+    write_atomic(out.with_suffix(".md"), markdown(summary, grid_rows, extreme_rows))
     print(f"wrote {out.with_suffix('.json')} and .md")
     return summary
 

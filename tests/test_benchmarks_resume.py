@@ -91,7 +91,7 @@ def test_stress_resumes(tmp_path):
     """Two tiny BM3KL fits (γ0 = 1 and 100); the first is kept across the restart."""
     final = _interrupt_and_resume(
         "stress.py", ["--tiny"], tmp_path, stop_after=1,
-        expected_units=["tiny | gamma0=1", "tiny | gamma0=100"],
+        expected_units=["tiny | default | gamma0=1", "tiny | default | gamma0=100"],
     )  # fmt: skip
     assert final["runs"] == 4 and len(final["rows"]) == 4  # 2 fits × 2 chains
 
@@ -119,3 +119,15 @@ def test_unreadable_or_old_results_start_over(tmp_path, bad):
     assert store.units == {}
     store.add("u", {"x": 1})
     assert json.loads(path.read_text())["units"]["u"]["result"] == {"x": 1}
+
+
+def test_stress_watchdog_counts_a_fit_it_kills_as_a_hang(tmp_path):
+    """A fit still running at the watchdog's limit is killed and counted, not waited for."""
+    out = tmp_path / "res"
+    proc = _run("stress.py", ["--tiny", "--gammas", "1", "--watchdog", "0.5", "--out", str(out)],
+                tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    final = json.loads(out.with_suffix(".json").read_text())
+    assert final["runs"] == 2 and final["hangs"] == 2  # both chains of the one killed fit
+    assert final["nan_runs"] == 0 and final["converged_runs"] == 0
+    assert "watchdog" in final["rows"][0]["error"]
