@@ -1,10 +1,10 @@
-# The two commands of the README. Both create .venv with Python 3.12 (found through
+# The commands of the README. Both create .venv with Python 3.12 (found through
 # .python-version by pyenv, or as python3.12 on PATH) and install the package into it.
 PYTHON ?= $(shell command -v python3.12 2>/dev/null || command -v python3)
 VENV := .venv
 export OPENBLAS_NUM_THREADS = 1
 
-.PHONY: setup setup-dev demo test lint
+.PHONY: setup setup-dev demo test lint docs docs-fresh
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,20 @@ demo: setup
 lint: setup-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# The documentation site (docs/conf.py): Sphinx with every warning an error, the notebooks
+# executed during the build, the API pages generated from the package's public names. An
+# incremental build reads (and executes) again only what changed; docs-fresh starts from nothing.
+DOCS_BUILD := docs/_build
+SPHINX_BUILD = $(VENV)/bin/python -m sphinx -W --keep-going -b html -d $(DOCS_BUILD)/doctrees \
+	docs $(DOCS_BUILD)/html
+
+docs: setup-dev
+	$(SPHINX_BUILD)
+
+docs-fresh: setup-dev
+	rm -rf $(DOCS_BUILD)
+	$(SPHINX_BUILD)
 
 # Tests: lint, then pytest over tests/, the package's doctests and the executed notebooks
 # (nbmake). pytest's exit code 5, "no tests collected", fails like any other non-zero code.
