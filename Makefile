@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.12 2>/dev/null || command -v python3)
 VENV := .venv
 export OPENBLAS_NUM_THREADS = 1
 
-.PHONY: setup setup-dev demo test lint docs docs-fresh
+.PHONY: setup setup-dev demo test lint docs docs-fresh chromium
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,8 +39,17 @@ docs-fresh: setup-dev
 	rm -rf $(DOCS_BUILD)
 	$(SPHINX_BUILD)
 
-# Tests: lint, then pytest over tests/, the package's doctests and the executed notebooks
-# (nbmake). pytest's exit code 5, "no tests collected", fails like any other non-zero code.
-test: lint
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=15 --doctest-modules \
-		bayesmkl tests --nbmake notebooks
+# Debian's Chromium, for the browser test of the built site (tests/docs/test_site.py).
+chromium:
+	@test -x /usr/bin/chromium || { echo "installing Debian's chromium for the site test"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
+		>/dev/null || { echo "could not install it: as root, apt-get install -y chromium"; \
+		exit 1; }; }
+
+# Tests: lint, a fresh build of the site (which executes every notebook: a failing cell fails
+# it), then pytest over tests/ and the package's doctests; tests/docs drive the built site in
+# headless Chromium and must not skip here. pytest's exit code 5, "no tests collected", fails
+# like any other non-zero code.
+test: lint docs-fresh chromium
+	BAYESMKL_SITE_TESTS=required $(VENV)/bin/python -m pytest -q -p no:cacheprovider \
+		--durations=15 --doctest-modules bayesmkl tests
