@@ -168,7 +168,7 @@ class PosteriorMixin:
             S = chains · draws, chain-major.
 
         Raises ``NonFinitePredictionError`` for non-finite values and warns
-        (``ExtremeDecisionWarning``) for rows whose |f| exceeds 1e8 (the margin is at 1): their
+        (``ExtremeDecisionWarning``) for rows whose ``|f|`` exceeds 1e8 (the margin is at 1): their
         test kernels or features lie far outside the training range.
         """
         Kt = self._test_kernels(X)

@@ -2,24 +2,26 @@
 
 Groups and dimensions (``chain``, ``draw`` lead every posterior and sample-stat variable):
 
-================  ==========================  ==============================================
-group             variable                    dims
-================  ==========================  ==============================================
-posterior         ``w``, ``e``                (chain, draw, kernel); ``kernel`` = kernel names
-posterior         ``a``, ``lam``, ``nu``,     (chain, draw, class, obs)
-                  ``varsigma``
-posterior         ``b``                       (chain, draw, class)
-sample_stats      ``acceptance_rate``,        (chain, draw)  (no ``energy``: see below)
-                  ``diverging``, ``lp``,
-                  ``step_size``
-observed_data     ``y``                       (obs,)
-log_likelihood    ``y``                       (chain, draw, obs)  (when given: log probability
-                                              of each training label per draw, for ``az.loo``)
-posterior_        ``y``                       (chain, draw, obs)  (only from
-predictive                                    :func:`add_posterior_predictive`)
-predictions       ``proba``                   (chain, draw, obs, class)  (only from
-                                              :func:`add_predictions`)
-================  ==========================  ==============================================
+========================  ======================  ==========================================
+group                     variable                dims
+========================  ======================  ==========================================
+posterior                 ``w``, ``e``            (chain, draw, kernel); ``kernel`` = kernel
+                                                  names
+posterior                 ``a``, ``lam``,         (chain, draw, class, obs)
+                          ``nu``, ``varsigma``
+posterior                 ``b``                   (chain, draw, class)
+sample_stats              ``acceptance_rate``,    (chain, draw)  (no ``energy``: see below)
+                          ``diverging``, ``lp``,
+                          ``step_size``
+observed_data             ``y``                   (obs,)
+log_likelihood            ``y``                   (chain, draw, obs)  (when given: log
+                                                  probability of each training label per
+                                                  draw, for ``az.loo``)
+``posterior_predictive``  ``y``                   (chain, draw, obs)  (only from
+                                                  :func:`add_posterior_predictive`)
+predictions               ``proba``               (chain, draw, obs, class)  (only from
+                                                  :func:`add_predictions`)
+========================  ======================  ==========================================
 
 ``lp`` is ``-potential_energy`` of the augmented model (the log joint up to a constant).
 

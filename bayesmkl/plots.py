@@ -11,7 +11,7 @@ Every function accepts either a fitted :class:`~bayesmkl.BM3KLClassifier` or the
 * :func:`plot_trace`: traces and per-chain histograms of w for the top-k kernels;
 * :func:`plot_reliability`: reliability diagram of predictive probabilities (equal-count bins
   with Wilson intervals; the numbers are :func:`reliability_bins`);
-* :func:`plot_sample_weights`: posterior mean |a| per training point (the "support vectors").
+* :func:`plot_sample_weights`: posterior mean ``|a|`` per training point (the "support vectors").
 
 The two figures of w show how far they can be trusted: the rank-normalised R-hat and bulk ESS of
 every weight shown (:func:`weight_convergence`), and, when the run is not converged, a red title
@@ -233,9 +233,9 @@ def plot_reliability(
 
 
 def plot_sample_weights(source, y=None, classes=None, *, figsize=None) -> Figure:
-    """Posterior mean |a| per training point, one panel per one-vs-all classifier.
+    """Posterior mean ``|a|`` per training point, one panel per one-vs-all classifier.
 
-    Large |a_ci| marks the training points that carry the decision function (BM3KL's
+    Large ``|a_ci|`` marks the training points that carry the decision function (BM3KL's
     counterpart of support vectors; the TPBN prior shrinks the others towards zero).
 
     Parameters

@@ -69,7 +69,7 @@ class BEMKL(MKLClassifierBase):
         instead, so that it ranks like :meth:`predict_proba`.
     intercept_ : ndarray (C,)
         ``E[b_c]``.
-    elbo_ : ndarray (n_iter_,)
+    elbo_ : ndarray ``(n_iter_,)``
         Evidence lower bound after every sweep (non-decreasing).
     n_iter_ : int
         Sweeps done (``n_iter`` unless ``max_time`` stopped the fit).

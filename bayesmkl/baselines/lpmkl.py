@@ -103,7 +103,7 @@ class LpMKL(IterativeMKLClassifier):
     dual_coef_ : ndarray (C, N)
         Signed dual coefficients ``α_c ∘ y_c`` (``C = 1`` for binary problems).
     intercept_ : ndarray (C,)
-    objective_ : ndarray (n_iter_ + 1,)
+    objective_ : ndarray ``(n_iter_ + 1,)``
         ``J(μ)`` after each update (non-increasing up to the SVM tolerance).
     n_iter_ : int
     duality_gap_ : float

@@ -215,7 +215,7 @@ class M3K(CrammerSingerMKLBase):
         Crammer–Singer dual coefficients ``β_cᵀ``: ``f_c(x) = Σ_m μ_m Σ_i β_ic k_m(x, x_i)``.
     intercept_ : ndarray (n_classes,)
         Zeros (the Crammer–Singer machine has no intercept).
-    objective_ : ndarray (n_iter_ + 1,)
+    objective_ : ndarray ``(n_iter_ + 1,)``
         ``J(μ)`` after each weight update (non-increasing up to the solver tolerance).
     {{gap_attributes}}
     """

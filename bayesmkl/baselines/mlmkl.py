@@ -245,7 +245,7 @@ class MLMKLSum(_MLMKLBase, IterativeMKLClassifier):
     ----------
     kernel_weights_ : ndarray (P,)
         ``p`` on the simplex.
-    objective_ : ndarray (n_iter_ + 1,)
+    objective_ : ndarray ``(n_iter_ + 1,)``
         ``Σ_k H_k`` after every iteration (non-increasing).
     duality_gap_ : float
         Relative duality gap at stop.
@@ -318,7 +318,7 @@ class MLMKLSA(_MLMKLBase):
         ``γ̄``, the averaged task weights (large on the hard tasks).
     eta_p_, eta_gamma_ : float
         Step sizes used.
-    weight_path_ : ndarray (n_iter_, P)
+    weight_path_ : ndarray ``(n_iter_, P)``
         The averaged weights ``p̄_t`` along the run.
     task_counts_ : ndarray (m,)
         How often each task was sampled.

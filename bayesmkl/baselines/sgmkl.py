@@ -68,7 +68,7 @@ class SGMKL(IterativeMKLClassifier):
         Weights with ``v Σμ + (1 − v) Σμ² = 1``.
     {{normalized_weights_}}
     {{svm_attributes}}
-    objective_ : ndarray (n_iter_ + 1,)
+    objective_ : ndarray ``(n_iter_ + 1,)``
         ``J(μ)`` after each update (non-increasing up to the SVM tolerance).
     {{gap_attributes}}
     """

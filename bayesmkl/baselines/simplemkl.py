@@ -314,7 +314,7 @@ class SimpleMKL(IterativeMKLClassifier):
     kernel_weights_ : ndarray (P,)
         Weights on the simplex (typically sparse).
     {{svm_attributes}}
-    objective_ : ndarray (n_iter_ + 1,)
+    objective_ : ndarray ``(n_iter_ + 1,)``
         ``J(μ)`` after each iteration (decreasing).
     {{gap_attributes}}
     """

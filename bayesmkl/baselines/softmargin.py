@@ -212,7 +212,7 @@ class SoftMarginMKL(IterativeMKLClassifier):
         Weights the SVMs were trained with (simplex; unit L2 sphere for ``loss="square"``).
     {{normalized_weights_}}
     {{svm_attributes}}
-    objective_ : ndarray (n_iter_ + 1,)
+    objective_ : ndarray ``(n_iter_ + 1,)``
         Objective after each update (non-increasing up to the SVM tolerance).
     {{gap_attributes}}
     """
