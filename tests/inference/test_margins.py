@@ -117,7 +117,8 @@ def test_unit_margin_is_no_margin_bit_for_bit(weight):
     f, d, lam, ones = _f(pb), pb["delta"], pb["lam"], np.ones_like(pb["delta"])
     pairs = [
         (margin_slack(f, d, weight), margin_slack(f, d, weight, ones)),
-        *zip(pseudo_observations(d, lam, weight), pseudo_observations(d, lam, weight, ones)),
+        *zip(pseudo_observations(d, lam, weight), pseudo_observations(d, lam, weight, ones),
+             strict=True),
         (log_augmented_likelihood(f, d, lam, weight),
          log_augmented_likelihood(f, d, lam, weight, ones)),
         (log_pseudo_likelihood(f, d, 3.0, weight), log_pseudo_likelihood(f, d, 3.0, weight, ones)),
@@ -252,7 +253,9 @@ def _runner(K, delta, margin, **kw):
     return {k: v[:, 4:] for k, v in run.get_samples().items()}
 
 
-@pytest.mark.parametrize("kw", [dict(move="collapsed_log"), dict(move="gibbs", nu_update="collapsed")])
+@pytest.mark.parametrize(
+    "kw", [dict(move="collapsed_log"), dict(move="gibbs", nu_update="collapsed")]
+)
 def test_unit_margin_chains_are_the_plain_chains_bit_for_bit(kw):
     pb = make_problem(seed=57, N=10, C=2, P=3)
     K, delta = jnp.asarray(pb["K"]), jnp.asarray(pb["delta"])
