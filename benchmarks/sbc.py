@@ -38,7 +38,8 @@ commit and the load average; a restart skips the finished ones. Writes
 Usage::
 
     OPENBLAS_NUM_THREADS=1 nohup nice -n 5 .venv/bin/python benchmarks/sbc.py \\
-        [--reps 200] [--wrong-reps 50] [--problems binary,3-class] [--tiny] [--out STEM] [--fresh]
+        [--reps 200] [--wrong-reps 50] [--problems binary,3-class] [--variants no_log_jacobian]
+        [--tiny] [--out STEM] [--fresh]
 """
 
 from __future__ import annotations
@@ -228,6 +229,8 @@ def summarise(rows: dict, cfg: dict) -> dict:
                             for t in sorted({r["thin"] for r in recs})},
             "median_seconds": float(np.median([r["seconds"] for r in recs])),
             "diverging": int(sum(r["diverging"] for r in recs)),
+            "post_warmup_chain_sweeps": int(sum((r["sweeps_per_chain"] - cfg["warmup"])
+                                                * cfg["chains"] for r in recs)),
             "capped": int(sum(r["capped"] > 0 for r in recs)),
             "rhat_max": float(max(r["rhat_max"] for r in recs)),
             "min_ess_quantiles_0_5_50": [float(np.percentile([r["min_ess"] for r in recs], q))
@@ -291,7 +294,8 @@ def markdown(summary: dict, settings: dict) -> str:
         rows.append({"problem | sampler": g, "replications": s["replications"],
                      "min adjusted p": f"{s['min_p']:.3g}", "family": s["bonferroni_family"],
                      "ESS < L": s["short_ess"], "thinning used": s["thin_counts"],
-                     "divergent": s["diverging"], "capped": s["capped"],
+                     "divergent sweeps": f"{s['diverging']} of {s['post_warmup_chain_sweeps']}",
+                     "capped": s["capped"],
                      "max R-hat": f"{s['rhat_max']:.3f}",
                      "median s / rep": f"{s['median_seconds']:.0f}"})  # fmt: skip
     md += [md_table(rows, list(rows[0])) if rows else "(no replications yet)\n"]
@@ -337,6 +341,7 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=200, help="replications per problem (200)")
     ap.add_argument("--wrong-reps", type=int, default=50, help="per wrong variant (50; 0: none)")
     ap.add_argument("--problems", default="binary,3-class", help="binary,3-class")
+    ap.add_argument("--variants", default=",".join(VARIANTS[1:]), help="wrong samplers to run")
     ap.add_argument("--tiny", action="store_true", help="smoke run: N = 12, P = 2, short chains")
     ap.add_argument("--out", help="results path stem (default benchmarks/results/sbc)")
     ap.add_argument("--fresh", action="store_true", help="ignore the units already in the JSON")
@@ -354,7 +359,7 @@ def main(argv=None):
     store = UnitStore(out.with_suffix(".json"), settings, fresh=args.fresh, default=_default)
     problems = args.problems.split(",")
     units = [(p, "correct", r) for r in range(args.reps) for p in problems]
-    wrong = [("binary", v, r) for v in VARIANTS[1:] for r in range(args.wrong_reps)]
+    wrong = [("binary", v, r) for v in args.variants.split(",") for r in range(args.wrong_reps)]
     # the wrong variants first (short; each compiles once), then the correct sampler
     for problem, variant, rep in wrong + units:
         key = store.key(problem, variant, f"rep {rep}")
