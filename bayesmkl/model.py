@@ -105,7 +105,9 @@ delta : array (C, N)
 
 
 @fill_doc(DATA_DOCS)
-def bm3kl_model(K, delta, weight=None, hyper: Hyper = DEFAULT_HYPER, augmented: bool = True):
+def bm3kl_model(
+    K, delta, weight=None, hyper: Hyper = DEFAULT_HYPER, augmented: bool = True, margin=None
+):
     """NumPyro model of BM3KL.
 
     Parameters
@@ -119,6 +121,9 @@ def bm3kl_model(K, delta, weight=None, hyper: Hyper = DEFAULT_HYPER, augmented: 
     augmented : bool
         Include the augmentation variables λ (the model the Gibbs sampler targets); ``False``
         gives the marginal model with the same posterior over (e, a, b, ν, ς).
+    margin : array (C, N), optional
+        Margins m in place of 1 in the slack ζ = m − δ ⊙ f (:mod:`bayesmkl.likelihood`); with
+        them the augmented factor is the density N(m; δf − λ, λ) of observed margins.
     """
     P = K.shape[0]
     C, N = delta.shape
@@ -140,12 +145,13 @@ def bm3kl_model(K, delta, weight=None, hyper: Hyper = DEFAULT_HYPER, augmented: 
         else:
             lam_prior = dist.ImproperUniform(constraints.positive, (), (C, N))
         lam = numpyro.sample("lam", lam_prior)
-        numpyro.factor("pseudo_lik", log_augmented_likelihood(f, delta, lam, weight))
+        numpyro.factor("pseudo_lik", log_augmented_likelihood(f, delta, lam, weight, margin))
     else:
-        numpyro.factor("pseudo_lik", log_pseudo_likelihood(f, delta, hyper.gamma0, weight))
+        lik = log_pseudo_likelihood(f, delta, hyper.gamma0, weight, margin)
+        numpyro.factor("pseudo_lik", lik)
 
 
-def log_joint(z, f, delta, hyper: Hyper, weight=None):
+def log_joint(z, f, delta, hyper: Hyper, weight=None, margin=None):
     """log p(e, varsigma, nu, a, b, lam, data) of the augmented model, without Jacobians.
 
     The same density as :func:`bm3kl_model` (``augmented=True``) evaluated at the constrained
@@ -154,7 +160,7 @@ def log_joint(z, f, delta, hyper: Hyper, weight=None):
     NumPyro's ``log_density`` of the model. With γ0 = 0 the flat prior of λ contributes 0.
     Every hyper-parameter may be a traced JAX value (the sampler carries them in its state so
     that one compiled sweep serves all their values). ``weight``: optional sample weights
-    ``(N,)`` of the weighted model.
+    ``(N,)`` of the weighted model; ``margin``: optional margins ``(C, N)`` in place of 1.
     """
     P = z["e"].shape[0]
     eta = jnp.broadcast_to(jnp.asarray(hyper.eta, dtype=jnp.float64), (P,))
@@ -167,4 +173,4 @@ def log_joint(z, f, delta, hyper: Hyper, weight=None):
     positive = gamma0 > 0
     lam_lp = dist.Exponential(jnp.where(positive, gamma0, 1.0)).log_prob(z["lam"]).sum()
     lp += jnp.where(positive, lam_lp, 0.0)
-    return lp + log_augmented_likelihood(f, delta, z["lam"], weight)
+    return lp + log_augmented_likelihood(f, delta, z["lam"], weight, margin)

@@ -37,19 +37,19 @@ def _run(script, args, out_dir, stop_after=None, timeout=120):
     return proc
 
 
-def _interrupt_and_resume(script, args, tmp_path, stop_after, expected_units):
+def _interrupt_and_resume(script, args, tmp_path, stop_after, expected_units, timeout=120):
     from _resume import STOPPED
 
     out = tmp_path / "res"
     args = [*args, "--out", str(out)]
-    first = _run(script, args, tmp_path, stop_after=stop_after)
+    first = _run(script, args, tmp_path, stop_after=stop_after, timeout=timeout)
     assert first.returncode == STOPPED, first.stdout + first.stderr
     path = out.with_suffix(".json")
     partial = json.loads(path.read_text())
     assert len(partial["units"]) == stop_after
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # atomic writes
 
-    second = _run(script, args, tmp_path)
+    second = _run(script, args, tmp_path, timeout=timeout)
     assert second.returncode == 0, second.stdout + second.stderr
     assert f"{stop_after} unit(s) already done" in second.stdout
     final = json.loads(path.read_text())
@@ -94,6 +94,41 @@ def test_stress_resumes(tmp_path):
         expected_units=["tiny | default | gamma0=1", "tiny | default | gamma0=100"],
     )  # fmt: skip
     assert final["runs"] == 4 and len(final["rows"]) == 4  # 2 fits × 2 chains
+
+
+def test_sbc_resumes(tmp_path):
+    """Three tiny SBC replications (N = 12, P = 2, the default sampler); the first is kept."""
+    final = _interrupt_and_resume(
+        "sbc.py", ["--tiny", "--reps", "3", "--wrong-reps", "0", "--problems", "binary"],
+        tmp_path, stop_after=1,
+        expected_units=[f"binary | correct | rep {r}" for r in range(3)], timeout=600,
+    )  # fmt: skip
+    assert final["replications"] == {"binary | correct": 3}
+    assert 0.0 <= final["min_p"] <= 1.0
+    ranks = [u["result"]["ranks"] for u in final["units"].values()]
+    assert all(0 <= r <= final["settings"]["L"] for rk in ranks for r in rk.values())
+    assert (tmp_path / "res_ranks.png").is_file()
+
+
+_SBC_PATCH_CHECK = """
+import sbc
+from bayesmkl.inference import conditionals, moves
+lam, log_pos = conditionals.sample_lam, moves.POSITIONS["log"]
+for variant in sbc.VARIANTS[1:]:
+    with sbc.variant_patch(variant):
+        changed = (conditionals.sample_lam is not lam, moves.POSITIONS["log"] is not log_pos)
+        assert changed == (variant == "lam_ignores_margin", variant == "no_log_jacobian")
+    assert conditionals.sample_lam is lam and moves.POSITIONS["log"] is log_pos
+print("ok")
+"""
+
+
+def test_sbc_wrong_variants_are_patched_and_restored():
+    """In a subprocess: importing the benchmarks switches JAX to 64 bits for the process."""
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{BENCH}", JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-c", _SBC_PATCH_CHECK], capture_output=True,
+                          text=True, timeout=120, env=env)  # fmt: skip
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr
 
 
 def test_other_configuration_is_refused(tmp_path):

@@ -31,13 +31,14 @@ def lam_params(zeta, gamma0):
     )
 
 
-def sample_lam(key, f, delta, gamma0, weight=None):
+def sample_lam(key, f, delta, gamma0, weight=None, margin=None):
     """Draw λ ``(C, N)`` given decision values ``f: (C, N)`` and targets ``delta: (C, N)``.
 
     Uses λ⁻¹ ~ IG(s/|ζ|, s²) with s = √(1 + 2γ0) (footnote 1 of the paper); with sample
-    weights ϖ ``(N,)``, ζ is the scaled slack ϖζ (:mod:`bayesmkl.likelihood`).
+    weights ϖ ``(N,)``, ζ is the scaled slack ϖζ, and with margins m ``(C, N)`` ζ = m − δf
+    (:mod:`bayesmkl.likelihood`).
     """
-    zeta = margin_slack(f, delta, weight)
+    zeta = margin_slack(f, delta, weight, margin)
     s = s_of(gamma0)
     mean = s / jnp.maximum(jnp.abs(zeta), ZETA_FLOOR)
     return 1.0 / inverse_gaussian(key, mean, s**2)
@@ -80,7 +81,7 @@ def ab_mean_lambda_form(Kw, delta, lam, nu, tau):
     return jax.vmap(one)(delta, lam, nu)
 
 
-def sample_ab(key, Kw, delta, lam, nu, tau, weight=None):
+def sample_ab(key, Kw, delta, lam, nu, tau, weight=None, margin=None):
     """Draw (a, b) jointly by Matheron's rule in Λ-form (Bhattacharya et al. 2016), batched over c.
 
     For each class: u ~ N(0, D), n ~ N(0, Λ), v = X̃u + n, solve (X̃ D X̃ᵀ + Λ) ω = t − v by one
@@ -109,13 +110,15 @@ def sample_ab(key, Kw, delta, lam, nu, tau, weight=None):
     weight : array (N,), optional
         Sample weights ϖ: the regression then has targets T = δ(1 + λ/ϖ) and noise variances
         V = λ/ϖ² in place of δ(1 + λ) and λ (:func:`bayesmkl.likelihood.pseudo_observations`).
+    margin : array (C, N), optional
+        Margins m in place of 1: targets T = δ(m + λ/ϖ) (:mod:`bayesmkl.likelihood`).
 
     Returns
     -------
     a : array (C, N)
     b : array (C,)
     """
-    a, b, _ = sample_ab_jitter(key, Kw, delta, lam, nu, tau, weight)
+    a, b, _ = sample_ab_jitter(key, Kw, delta, lam, nu, tau, weight, margin)
     return a, b
 
 
@@ -125,7 +128,7 @@ def sample_ab(key, Kw, delta, lam, nu, tau, weight=None):
 AB_JITTER_RETRIES = 8
 
 
-def sample_ab_jitter(key, Kw, delta, lam, nu, tau, weight=None):
+def sample_ab_jitter(key, Kw, delta, lam, nu, tau, weight=None, margin=None):
     """:func:`sample_ab` that also returns the jitter δ ``(C,)`` used per class (0 = none).
 
     The draw is exact for the conditional with λ_c replaced by ``λ_c + δ_c · diag(M_c)``,
@@ -134,7 +137,7 @@ def sample_ab_jitter(key, Kw, delta, lam, nu, tau, weight=None):
     estimator reports (:func:`bayesmkl._checks.check_draws`).
     """
     C, N = delta.shape
-    T, lam = pseudo_observations(delta, lam, weight)  # (δ(1 + λ), λ) without weights
+    T, lam = pseudo_observations(delta, lam, weight, margin)  # (δ(1 + λ), λ) by default
     ku, kn = jax.random.split(key)
     u_a = jax.random.normal(ku, (C, N + 1))
     z_n = jax.random.normal(kn, (C, N))
@@ -223,23 +226,25 @@ def per_kernel_decisions(K, a):
     return jnp.transpose(Phi, (0, 2, 1)).astype(jnp.float64)
 
 
-def e_potential(e, Phi, b, delta, lam, eta, weight=None):
+def e_potential(e, Phi, b, delta, lam, eta, weight=None, margin=None):
     """U(e) = Σ_m [e_m − (η_m − 1) log e_m] + Σ (λ + ϖζ)²/(2λ) with f = Σ_m w_m Φ_m + b.
 
     ``e: (P,)``, ``Phi: (P, C, N)``, ``b: (C,)``, ``delta, lam: (C, N)``, ``eta`` scalar or (P,),
-    ``weight (N,)`` optional sample weights ϖ (1 without).
+    ``weight (N,)`` optional sample weights ϖ (1 without), ``margin (C, N)`` optional margins m
+    (ζ = m − δf; 1 without).
     """
     w = e / jnp.sum(e)
     f = jnp.tensordot(w, Phi, axes=1) + b[:, None]
-    zeta = margin_slack(f, delta, weight)
+    zeta = margin_slack(f, delta, weight, margin)
     return jnp.sum(e - (eta - 1.0) * jnp.log(e)) + jnp.sum((lam + zeta) ** 2 / (2.0 * lam))
 
 
-def e_potential_and_grad(e, Phi, b, delta, lam, eta, weight=None):
+def e_potential_and_grad(e, Phi, b, delta, lam, eta, weight=None, margin=None):
     """U(e) and ∇_e U in O(PCN) (analytic; docs/math.md §3.4).
 
     g_m = −⟨R, Φ_m⟩ with R = Δ ⊙ (1 + ζ/λ); ∇U = 1 − (η − 1)/e + (g − (wᵀg) 1)/S. With
-    sample weights ϖ, ζ is the scaled slack ϖζ and R = ϖ Δ ⊙ (1 + ϖζ/λ).
+    sample weights ϖ, ζ is the scaled slack ϖζ and R = ϖ Δ ⊙ (1 + ϖζ/λ). Margins m change
+    only ζ = m − δf (∂ζ/∂f = −δ still), so R keeps its form.
 
     Returns
     -------
@@ -249,7 +254,7 @@ def e_potential_and_grad(e, Phi, b, delta, lam, eta, weight=None):
     S = jnp.sum(e)
     w = e / S
     f = jnp.tensordot(w, Phi, axes=1) + b[:, None]
-    zeta = margin_slack(f, delta, weight)
+    zeta = margin_slack(f, delta, weight, margin)
     U = jnp.sum(e - (eta - 1.0) * jnp.log(e)) + jnp.sum((lam + zeta) ** 2 / (2.0 * lam))
     R = delta * (1.0 + zeta / lam)
     if weight is not None:

@@ -8,7 +8,7 @@ collection loop anew (measured: four 50-sweep calls of one fit, four backend com
 ``_fori_collect_loop`` of 17–22 s each), so a run cut into chunks — which the time budget and
 the progress bar need — paid a compile per chunk. Here one chunk is a pure function
 
-    ``chunk(state, K, delta, weight) -> (state, draws)``: ``lax.scan`` of ``num_samples``
+    ``chunk(state, K, delta, weight, margin) -> (state, draws)``: ``lax.scan`` of ``num_samples``
     vmapped :func:`~bayesmkl.inference.sampler.sweep` calls,
 
 jitted once per (sampler configuration, warm-up length, chunk length, collected fields) and kept
@@ -109,14 +109,14 @@ def _chunk_fn(config, num_warmup: int, length: int, fields: tuple, monitors: boo
     fn = _CHUNKS.pop(key, None)
     if fn is None:
 
-        def one(state, K, delta, weight):
-            return sweep_with_decisions(state, K, delta, config, num_warmup, weight)
+        def one(state, K, delta, weight, margin):
+            return sweep_with_decisions(state, K, delta, config, num_warmup, weight, margin)
 
-        vsweep = jax.vmap(one, in_axes=(0, None, None, None))
+        vsweep = jax.vmap(one, in_axes=(0, None, None, None, None))
 
-        def run(state, K, delta, weight, points):
+        def run(state, K, delta, weight, margin, points):
             def body(s, _):
-                s, f = vsweep(s, K, delta, weight)  # f: (chains, C, N)
+                s, f = vsweep(s, K, delta, weight, margin)  # f: (chains, C, N)
                 # the monitored points, point-major: (chains, n·C), as run_monitor orders them
                 f_mon = jnp.swapaxes(jnp.take(f, points, axis=2), 1, 2).reshape(f.shape[0], -1)
                 return s, (s.z, tuple(getattr(s, n) for n in fields), f_mon if monitors else ())
@@ -168,7 +168,7 @@ class ChainRunner:
     def run(self, rng_key, *model_args, extra_fields=()):
         """Run one chunk: from ``post_warmup_state`` (its keys replaced by ``rng_key``) if set,
         else from :meth:`BM3KL.init` on ``jax.random.split(rng_key, num_chains)``."""
-        K, delta, weight = _unpack_args(model_args, {})
+        K, delta, weight, margin = _unpack_args(model_args, {})
         nw = int(self.kernel.adapt_sweeps or 0)
         if self.post_warmup_state is None:
             keys = jax.random.split(rng_key, self.num_chains)
@@ -179,7 +179,7 @@ class ChainRunner:
         monitors = self.monitor_points is not None
         points = jnp.asarray(self.monitor_points if monitors else [0], dtype=jnp.int32)
         fn = _chunk_fn(self.kernel.config, nw, self.num_samples, fields, monitors)
-        self.last_state, (z, extra, f_mon) = fn(state, K, delta, weight, points)
+        self.last_state, (z, extra, f_mon) = fn(state, K, delta, weight, margin, points)
         draws = {k: _by_chain(v) for k, v in z.items()}
         draws["w"] = draws["e"] / draws["e"].sum(axis=-1, keepdims=True)
         self._draws = draws

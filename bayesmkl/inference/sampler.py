@@ -24,8 +24,6 @@ The configuration, the state and its initial value are in :mod:`bayesmkl.inferen
 
 from __future__ import annotations
 
-from functools import partial
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -61,18 +59,20 @@ __all__ = ["BM3KL", "sweep", "sweep_with_decisions", *state.__all__]
 
 
 def sweep(
-    state: BM3KLState, K, delta, config: BM3KLConfig, num_warmup: int, weight=None
+    state: BM3KLState, K, delta, config: BM3KLConfig, num_warmup: int, weight=None, margin=None
 ) -> BM3KLState:
     """One Gibbs sweep (pure); returns the next state.
 
     ``K: (P, N, N)``, ``delta: (C, N)``, ``weight``: sample weights ``(N,)`` or ``None``
-    (unweighted; :mod:`bayesmkl.likelihood`).
+    (unweighted), ``margin``: margins ``(C, N)`` in the slack ζ = m − δf or ``None`` (m ≡ 1;
+    :mod:`bayesmkl.likelihood`). Both enter every step through the slack and the
+    pseudo-observations (T, V) only.
     """
-    return sweep_with_decisions(state, K, delta, config, num_warmup, weight)[0]
+    return sweep_with_decisions(state, K, delta, config, num_warmup, weight, margin)[0]
 
 
 def sweep_with_decisions(
-    state: BM3KLState, K, delta, config: BM3KLConfig, num_warmup: int, weight=None
+    state: BM3KLState, K, delta, config: BM3KLConfig, num_warmup: int, weight=None, margin=None
 ) -> tuple[BM3KLState, jax.Array]:
     """:func:`sweep`, also returning the held-in decision values ``f = A K_w + b: (C, N)`` of the
     new state, which the sweep computes anyway (for the potential energy); the run-length
@@ -86,7 +86,7 @@ def sweep_with_decisions(
 
     # (1) kernel weights
     Phi = cond.per_kernel_decisions(K, z["a"])
-    T, V = pseudo_observations(delta, z["lam"], weight)
+    T, V = pseudo_observations(delta, z["lam"], weight, margin)
     e = z["e"]
     capped = state.capped
     if spec.pairwise:
@@ -118,7 +118,9 @@ def sweep_with_decisions(
         else:
 
             def pg(e):
-                return cond.e_potential_and_grad(e, Phi, z["b"], delta, z["lam"], eta, weight)
+                return cond.e_potential_and_grad(
+                    e, Phi, z["b"], delta, z["lam"], eta, weight, margin
+                )
 
         extra = {"mass_sqrt": state.mass_sqrt} if config.adapts_mass else {}
         if spec.step is exact_hmc_move:
@@ -149,16 +151,17 @@ def sweep_with_decisions(
     Kw = combine_kernels(K, w)
     tau = h.bias_prior_var
     if collapsed:  # (a, b) were integrated out: draw them given the new w first
-        a, b = cond.sample_ab(k_ab, Kw, delta, z["lam"], z["nu"], tau, weight)
-        lam = cond.sample_lam(k_lam, decision_values(Kw, a, b), delta, h.gamma0, weight)
+        a, b = cond.sample_ab(k_ab, Kw, delta, z["lam"], z["nu"], tau, weight, margin)
+        f = decision_values(Kw, a, b)
+        lam = cond.sample_lam(k_lam, f, delta, h.gamma0, weight, margin)
     else:  # the paper's order: λ | w, a, b, then (a, b) | w, λ, ν
         f = decision_values(Kw, z["a"], z["b"])
-        lam = cond.sample_lam(k_lam, f, delta, h.gamma0, weight)
-        a, b = cond.sample_ab(k_ab, Kw, delta, lam, z["nu"], tau, weight)
+        lam = cond.sample_lam(k_lam, f, delta, h.gamma0, weight, margin)
+        a, b = cond.sample_ab(k_ab, Kw, delta, lam, z["nu"], tau, weight, margin)
     # (4) TPBN
     if config.nu_update == "collapsed":  # conditions on (w, λ) only; ends with (a, b) | w, λ, ν
         nu, varsigma, a, b, hit = tpbn.collapsed_nu_step(
-            k_nu, Kw, delta, lam, z["nu"], h, config.nu_max, weight, return_capped=True
+            k_nu, Kw, delta, lam, z["nu"], h, config.nu_max, weight, margin, return_capped=True
         )
         capped = capped | hit
     else:
@@ -167,7 +170,7 @@ def sweep_with_decisions(
 
     z_new = {"e": e, "a": a, "b": b, "lam": lam, "nu": nu, "varsigma": varsigma}
     f = decision_values(Kw, a, b)
-    pe = -log_joint(z_new, f, delta, h, weight)
+    pe = -log_joint(z_new, f, delta, h, weight, margin)
     new_state = BM3KLState(
         i=state.i + 1,
         z=z_new,
@@ -215,6 +218,9 @@ class BM3KL(MCMCKernel):
     >>> mcmc.run(jax.random.key(0), K, delta)          # doctest: +SKIP
     >>> mcmc.get_samples()["w"].shape                    # doctest: +SKIP
     (20, P)
+
+    ``MCMC.run(key, K, delta, weight, margin)`` also takes sample weights ``(N,)`` and margins
+    ``(C, N)`` (either may be ``None``; :func:`sweep`).
     """
 
     sample_field = "z"
@@ -258,16 +264,23 @@ class BM3KL(MCMCKernel):
 
     @property
     def model(self):
-        """The augmented NumPyro model this kernel samples (``model(K, delta[, weight])``)."""
-        return partial(bm3kl_model, hyper=self.config.hyper, augmented=True)
+        """The augmented NumPyro model this kernel samples, ``model(K, delta, weight, margin)``
+        (the last two optional)."""
+        hyper = self.config.hyper
+
+        def model(K, delta, weight=None, margin=None):
+            return bm3kl_model(K, delta, weight, hyper=hyper, augmented=True, margin=margin)
+
+        return model
 
     @property
     def default_fields(self):
         return ("z",)
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
-        K, delta, weight = _unpack_args(model_args, model_kwargs)
+        K, delta, weight, margin = _unpack_args(model_args, model_kwargs)
         _check_weight(weight, delta.shape[1])
+        _check_margin(margin, delta.shape)
         if not x64_enabled():
             raise RuntimeError(
                 "the BM3KL sweep needs 64-bit JAX: run it inside bayesmkl._x64.x64_scope() or "
@@ -280,14 +293,14 @@ class BM3KL(MCMCKernel):
         self._num_warmup = int(num_warmup if self.adapt_sweeps is None else self.adapt_sweeps)
         config, nw = self.config, self._num_warmup
 
-        def one_sweep(state, K, delta, weight):
-            return sweep(state, K, delta, config, nw, weight)
+        def one_sweep(state, K, delta, weight, margin):
+            return sweep(state, K, delta, config, nw, weight, margin)
 
         if is_prng_key(rng_key):
             self._sample_fn = jax.jit(one_sweep)
             return init_state(rng_key, K, delta, self.config, init_params)
         # chain_method="vectorized": one key per chain (and init_params with a chain axis)
-        self._sample_fn = jax.jit(jax.vmap(one_sweep, in_axes=(0, None, None, None)))
+        self._sample_fn = jax.jit(jax.vmap(one_sweep, in_axes=(0, None, None, None, None)))
         return jax.vmap(lambda k, p: init_state(k, K, delta, self.config, p))(rng_key, init_params)
 
     def sample(self, state, model_args, model_kwargs):
@@ -306,13 +319,19 @@ class BM3KL(MCMCKernel):
 
 
 def _unpack_args(model_args, model_kwargs):
-    """``(K, delta, weight)`` from ``MCMC.run(key, K, delta[, weight])`` (or keywords)."""
+    """``(K, delta, weight, margin)`` from ``MCMC.run(key, K, delta[, weight[, margin]])`` (or
+    keywords)."""
     if model_kwargs and "K" in model_kwargs:
-        return model_kwargs["K"], model_kwargs["delta"], model_kwargs.get("weight")
-    if len(model_args) not in (2, 3):
-        raise ValueError("BM3KL expects MCMC.run(rng_key, K, delta) or (rng_key, K, delta, weight)")
+        kw = model_kwargs
+        return kw["K"], kw["delta"], kw.get("weight"), kw.get("margin")
+    if len(model_args) not in (2, 3, 4):
+        raise ValueError(
+            "BM3KL expects MCMC.run(rng_key, K, delta), (rng_key, K, delta, weight) or "
+            "(rng_key, K, delta, weight, margin)"
+        )
     K, delta, *rest = model_args
-    return K, delta, (rest[0] if rest else None)
+    rest = rest + [None] * (2 - len(rest))
+    return K, delta, rest[0], rest[1]
 
 
 def _check_weight(weight, n: int) -> None:
@@ -324,4 +343,16 @@ def _check_weight(weight, n: int) -> None:
         raise ValueError(
             f"sample weights must be {n} finite non-negative numbers, not all zero; got an "
             f"array of shape {w.shape}"
+        )
+
+
+def _check_margin(margin, shape) -> None:
+    """Margins must be ``None`` or finite numbers of the targets' shape ``(C, N)``."""
+    if margin is None:
+        return
+    m = np.asarray(margin)
+    if m.shape != tuple(shape) or not np.all(np.isfinite(m)):
+        raise ValueError(
+            f"margins must be finite numbers of shape {tuple(shape)} (the targets'); got an "
+            f"array of shape {m.shape}"
         )

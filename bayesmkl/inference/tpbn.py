@@ -267,27 +267,28 @@ def nu_scan(
 
 
 def collapsed_nu_step(
-    key, Kw, delta, lam, nu, hyper, nu_max=NU_MAX, weight=None, *, return_capped=False
-):
+    key, Kw, delta, lam, nu, hyper, nu_max=NU_MAX, weight=None, margin=None, *,
+    return_capped=False,
+):  # fmt: skip
     """The collapsed TPBN block: ν | w, λ point by point, then ς | ν, then (a, b) | w, λ, ν.
 
     ``Kw: (N, N)``, ``delta, lam, nu: (C, N)``; ``hyper`` a :class:`~bayesmkl.model.Hyper`
     of (possibly traced) values; ``nu_max`` the upper bound of ν; ``weight`` sample weights
-    ``(N,)`` or ``None`` (they only change the pseudo-observations T, V:
-    :func:`bayesmkl.likelihood.pseudo_observations`). Returns ``(nu, varsigma, a, b)``, and with
-    ``return_capped=True`` also :data:`CAP_SLICE_NU` (int32) when a slice update hit its cap,
-    else 0.
+    ``(N,)`` or ``None`` and ``margin`` margins ``(C, N)`` or ``None`` (they only change the
+    pseudo-observations T, V: :func:`bayesmkl.likelihood.pseudo_observations`). Returns
+    ``(nu, varsigma, a, b)``, and with ``return_capped=True`` also :data:`CAP_SLICE_NU`
+    (int32) when a slice update hit its cap, else 0.
     """
     k_nu, k_vs, k_ab = jax.random.split(key, 3)
     C = delta.shape[0]
-    T, V = pseudo_observations(delta, lam, weight)
+    T, V = pseudo_observations(delta, lam, weight, margin)
     scan = lambda k, t, v, n: nu_scan(  # noqa: E731
         k, Kw, t, v, n, hyper.bias_prior_var, hyper.alpha_a, hyper.beta_a, hyper.kappa, nu_max,
         return_capped=True,
     )  # fmt: skip
     nu, capped = jax.vmap(scan)(jax.random.split(k_nu, C), T, V, nu)
     varsigma = cond.sample_varsigma(k_vs, nu, hyper.alpha_a, hyper.beta_a, hyper.kappa)
-    a, b = cond.sample_ab(k_ab, Kw, delta, lam, nu, hyper.bias_prior_var, weight)
+    a, b = cond.sample_ab(k_ab, Kw, delta, lam, nu, hyper.bias_prior_var, weight, margin)
     if not return_capped:
         return nu, varsigma, a, b
     bits = jnp.where(jnp.any(capped), jnp.int32(CAP_SLICE_NU), jnp.int32(0))
