@@ -27,10 +27,12 @@ if TYPE_CHECKING:  # static analysers (jedi, pyright, mypy) cannot see through _
     )
     from bayesmkl.estimator import BM3KLClassifier
     from bayesmkl.kernels import KernelPool
+    from bayesmkl.regression.estimator import BM3KLRegressor
 
 _LAZY = {
     "KernelPool": ("bayesmkl.kernels", "KernelPool"),
     "BM3KLClassifier": ("bayesmkl.estimator", "BM3KLClassifier"),
+    "BM3KLRegressor": ("bayesmkl.regression.estimator", "BM3KLRegressor"),
     # what fit and predict raise or warn, for except clauses and warnings filters
     "SamplerDivergenceWarning": ("bayesmkl._checks", "SamplerDivergenceWarning"),
     "SamplerDivergenceError": ("bayesmkl._checks", "SamplerDivergenceError"),
@@ -40,6 +42,7 @@ _LAZY = {
 __all__ = [
     "KernelPool",
     "BM3KLClassifier",
+    "BM3KLRegressor",
     "NonFinitePredictionError",
     "SamplerDivergenceError",
     "SamplerDivergenceWarning",

@@ -21,8 +21,9 @@ from __future__ import annotations
 import inspect
 
 from bayesmkl.model import Hyper
+from bayesmkl.regression.model import RegHyper
 
-__all__ = ["BM3KL_PARAMS", "signature_problems"]
+__all__ = ["BM3KL_PARAMS", "BM3KL_REG_PARAMS", "signature_problems"]
 
 #: :class:`~bayesmkl.BM3KLClassifier`'s parameters and defaults, in signature order (kept here
 #: rather than in the class body, which holds the hand-written ``__init__``).
@@ -51,6 +52,33 @@ BM3KL_PARAMS = dict(
     class_weight=None,
     kernel_names=None,
     warm_start=False,
+)
+
+
+#: :class:`~bayesmkl.BM3KLRegressor`'s parameters and defaults, in signature order: the
+#: classifier's prior of w, a and b (``None``: the named prior's value), the noise law's ε and
+#: its priors (:class:`bayesmkl.regression.model.RegHyper`), and the classifier's run settings.
+BM3KL_REG_PARAMS = dict(
+    kernels="bsvm16",
+    prior="default",
+    **dict.fromkeys(Hyper._fields[:5]),
+    epsilon="auto",
+    **{k: v for k, v in RegHyper()._asdict().items() if k not in Hyper._fields},
+    sampler="collapsed_log",
+    step_size=0.01,
+    n_leapfrog=10,
+    num_warmup=300,
+    num_samples="auto",
+    num_chains=4,
+    chain_method="vectorized",
+    rhat_target=1.01,
+    ess_target=400,
+    max_samples=5000,
+    max_time=None,
+    kernel_dtype="float64",
+    random_state=None,
+    progress_bar=True,
+    kernel_names=None,
 )
 
 

@@ -35,7 +35,7 @@ from bayesmkl.predict import (
     mean_decision,
 )
 
-__all__ = ["LOO_KHAT_WARN", "PosteriorMixin", "probability_mcse"]
+__all__ = ["LOO_KHAT_WARN", "KernelDrawsMixin", "PosteriorMixin", "probability_mcse"]
 
 #: ``calibration="loo"`` warns above this share of training points with Pareto k̂ > 0.7, and always
 #: under the paper's prior, where the LOO map was measured far worse than the k-fold one. Under the
@@ -57,7 +57,34 @@ def probability_mcse(P, n_chains: int) -> np.ndarray:
     return np.where(varying, se, 0.0)
 
 
-class PosteriorMixin:
+class KernelDrawsMixin:
+    """Test kernels and flat draws of (w, a, b): what every BM3KL estimator's predictions
+    start from (the classifier's :class:`PosteriorMixin`, the regressor's
+    :class:`~bayesmkl.regression._posterior.RegressionPosteriorMixin`). Reads
+    ``posterior_``, ``kernel_input_`` and, for feature input, ``n_features_in_``."""
+
+    def _test_kernels(self, X):
+        """Cross kernels ``(P, M, N)`` of new data (validated)."""
+        check_is_fitted(self, "posterior_")
+        if self.kernel_input_.pool is None:
+            Kt = check_array(
+                X,
+                allow_nd=True,
+                ensure_2d=False,
+                dtype=(np.float64, np.float32),
+                input_name="K_test",
+            )
+            return self.kernel_input_.cross(Kt)
+        Xv = validate_data(self, X, dtype=np.float64, reset=False)
+        return self.kernel_input_.cross(Xv)
+
+    def _flat_draws(self):
+        """``w (S, P), a (S, C, N), b (S, C)`` with chains and draws merged (S = chains·draws)."""
+        post = self.posterior_
+        return tuple(post[k].reshape((-1,) + post[k].shape[2:]) for k in ("w", "a", "b"))
+
+
+class PosteriorMixin(KernelDrawsMixin):
     """Calibration, prediction and ArviZ output of :class:`~bayesmkl.BM3KLClassifier`."""
 
     def _fit_calibration(self, K, y, sample_weight=None, reuse_map=False):
@@ -133,26 +160,6 @@ class PosteriorMixin:
     # ------------------------------------------------------------------------------------
     # prediction
     # ------------------------------------------------------------------------------------
-
-    def _test_kernels(self, X):
-        """Cross kernels ``(P, M, N)`` of new data (validated)."""
-        check_is_fitted(self, "posterior_")
-        if self.kernel_input_.pool is None:
-            Kt = check_array(
-                X,
-                allow_nd=True,
-                ensure_2d=False,
-                dtype=(np.float64, np.float32),
-                input_name="K_test",
-            )
-            return self.kernel_input_.cross(Kt)
-        Xv = validate_data(self, X, dtype=np.float64, reset=False)
-        return self.kernel_input_.cross(Xv)
-
-    def _flat_draws(self):
-        """``w (S, P), a (S, C, N), b (S, C)`` with chains and draws merged (S = chains·draws)."""
-        post = self.posterior_
-        return tuple(post[k].reshape((-1,) + post[k].shape[2:]) for k in ("w", "a", "b"))
 
     @with_x64
     def decision_draws(self, X) -> np.ndarray:

@@ -27,7 +27,14 @@ enable_compilation_cache(Path(tempfile.gettempdir()) / "bayesmkl-test-jax-cache"
 
 _TESTS = Path(__file__).resolve().parent
 #: Test paths (relative to tests/) whose code calls the low-level, unscoped API directly.
-_LOW_LEVEL = ("inference/", "test_random.py", "test_likelihood.py", "test_predict.py")
+_LOW_LEVEL = (
+    "inference/",
+    "test_random.py",
+    "test_likelihood.py",
+    "test_predict.py",
+    "test_regressor_conditionals.py",
+    "test_regressor_sampler.py",
+)
 
 
 @pytest.fixture(autouse=True, scope="module")

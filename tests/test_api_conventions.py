@@ -17,7 +17,9 @@ from sklearn.base import BaseEstimator, clone
 import bayesmkl
 from bayesmkl import baselines
 
-ESTIMATORS = [bayesmkl.BM3KLClassifier] + [getattr(baselines, name) for name in baselines.__all__]
+ESTIMATORS = [bayesmkl.BM3KLClassifier, bayesmkl.BM3KLRegressor] + [
+    getattr(baselines, name) for name in baselines.__all__
+]
 
 
 def _params(cls):

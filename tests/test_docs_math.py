@@ -106,7 +106,7 @@ def test_the_checker_catches_wrong_citations(docs):
     )
     assert citation_problems(ok, "x", docs) == []
     bad = {
-        "docs/math.md §15": "no heading '§15'",
+        "docs/math.md §19": "no heading '§19'",
         "docs/math.md §1.3–§1.9": "no heading '§1.9'",
         "docs/math.md §6, P7": "no heading 'P7'",
         "docs/math.md A19": "no heading 'A19'",

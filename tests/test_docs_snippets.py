@@ -20,9 +20,10 @@ cross-fitted calibration) that would take minutes. The test runs them unchanged 
 the *run length only*, never the model or the data: every ``BM3KLClassifier.fit`` runs with
 ``num_warmup=20, num_samples=10``, at most 2 chains, ``max_time=None``, no progress bar and
 ``calibration=None`` (the 3 calibration refits would cost about a minute more and are tested
-in ``tests/test_calibration.py``), and every ``numpyro.infer.MCMC`` with the same warm-up and
-sample counts and at most 2 chains. The checks in ``CHECKS`` then assert on what the snippets
-computed.
+in ``tests/test_calibration.py``), every ``BM3KLRegressor.fit`` with the same warm-up and 15
+draws per chain (PSIS-LOO needs 25 draws), and every ``numpyro.infer.MCMC`` with the same
+warm-up and sample counts and at most 2 chains. The checks in ``CHECKS`` then assert on what
+the snippets computed.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ _FENCE = re.compile(r"^```(\S*)\s*$")
 _SKIP = re.compile(r"^<!--\s*docs-test:\s*skip\b(.*?)-->\s*$")
 _AS_WRITTEN = re.compile(r"^<!--\s*docs-test:\s*as-written\s*-->\s*$")
 
-SHRINK = {"num_warmup": 20, "num_samples": 10, "max_chains": 2}
+SHRINK = {"num_warmup": 20, "num_samples": 10, "max_chains": 2, "reg_samples": 15}
 
 
 def python_blocks(text: str) -> list[tuple[int, str, str | None]]:
@@ -113,7 +114,7 @@ def shrunk_runs(monkeypatch):
     """Shrink the run length of every BM3KL fit and NumPyro MCMC (see the module docstring)."""
     import numpyro.infer
 
-    from bayesmkl import BM3KLClassifier
+    from bayesmkl import BM3KLClassifier, BM3KLRegressor
 
     fit = BM3KLClassifier.fit
 
@@ -140,6 +141,19 @@ def shrunk_runs(monkeypatch):
             )
 
     monkeypatch.setattr(BM3KLClassifier, "fit", short_fit)
+    reg_fit = BM3KLRegressor.fit
+
+    def short_reg_fit(self, X, y, *args, **kwargs):
+        self.set_params(
+            num_warmup=SHRINK["num_warmup"],
+            num_samples=SHRINK["reg_samples"],
+            num_chains=min(self.num_chains, SHRINK["max_chains"]),
+            max_time=None,
+            progress_bar=False,
+        )
+        return reg_fit(self, X, y, *args, **kwargs)
+
+    monkeypatch.setattr(BM3KLRegressor, "fit", short_reg_fit)
     monkeypatch.setattr(numpyro.infer, "MCMC", ShortMCMC)
 
 
@@ -161,6 +175,12 @@ def _check_user_guide(ns):
     assert Path("weights.png").stat().st_size > 0
     assert len(ns["pool"].recipe) == 5
     assert 0.0 <= clf.score(X_te, ns["y_te"]) <= 1.0
+    # the regression section
+    M = len(ns["Xd_te"])
+    assert ns["interval"].shape == (M, 2) and ns["q"].shape == (M, 3)
+    assert np.all(ns["interval"][:, 0] < ns["mean"]) and np.all(ns["mean"] < ns["interval"][:, 1])
+    assert ns["lpd"].shape == (M,) and np.all(np.isfinite(ns["lpd"])) and ns["r2"] < 1.0
+    assert np.isfinite(ns["loo"].elpd)
 
 
 #: Per file, assertions on the namespace its snippets leave behind.

@@ -136,8 +136,21 @@ def sample_ab_jitter(key, Kw, delta, lam, nu, tau, weight=None, margin=None):
     after :data:`AB_JITTER_RETRIES` retries (only non-finite input) keeps NaN draws, which the
     estimator reports (:func:`bayesmkl._checks.check_draws`).
     """
-    C, N = delta.shape
-    T, lam = pseudo_observations(delta, lam, weight, margin)  # (δ(1 + λ), λ) by default
+    T, V = pseudo_observations(delta, lam, weight, margin)  # (δ(1 + λ), λ) by default
+    return sample_ab_tv(key, Kw, T, V, nu, tau)
+
+
+def sample_ab_tv(key, Kw, T, V, nu, tau):
+    """:func:`sample_ab_jitter` for a Gaussian regression of f on pseudo-targets ``T (C, N)``
+    with noise variances ``V (C, N)``: β_c = [a_c; b_c] | · for T_c ~ N(K_w a_c + b_c 1,
+    diag V_c). Every model of the package whose likelihood is Gaussian in f given its
+    augmentation variables draws (a, b) here: the classifier with (T, V) from
+    :func:`bayesmkl.likelihood.pseudo_observations`, the regressor with those of
+    :mod:`bayesmkl.regression.likelihood`. Returns ``a (C, N)``, ``b (C,)`` and the jitter
+    ``(C,)`` (the draw is exact for V_c replaced by ``V_c + δ_c · diag(M_c)``).
+    """
+    lam = V
+    C, N = T.shape
     ku, kn = jax.random.split(key)
     u_a = jax.random.normal(ku, (C, N + 1))
     z_n = jax.random.normal(kn, (C, N))

@@ -104,13 +104,15 @@ def hold_programs_for(shape) -> bool:
     return released
 
 
-def _chunk_fn(config, num_warmup: int, length: int, fields: tuple, monitors: bool):
-    key = (config, int(num_warmup), int(length), tuple(fields), bool(monitors))
+def _chunk_fn(config, num_warmup: int, length: int, fields: tuple, monitors: bool,
+              sweep_fn=sweep_with_decisions):  # fmt: skip
+    key = (sweep_fn, config, int(num_warmup), int(length), tuple(fields), bool(monitors))
     fn = _CHUNKS.pop(key, None)
     if fn is None:
 
         def one(state, K, delta, weight, margin):
-            return sweep_with_decisions(state, K, delta, config, num_warmup, weight, margin)
+            extra = () if margin is None else (margin,)  # a kernel without margins takes none
+            return sweep_fn(state, K, delta, config, num_warmup, weight, *extra)
 
         vsweep = jax.vmap(one, in_axes=(0, None, None, None, None))
 
@@ -141,10 +143,12 @@ class ChainRunner:
     Parameters
     ----------
     kernel : BM3KL
-        The sampler; its ``adapt_sweeps`` (default 0) is the warm-up length of the chains'
-        step-size and mass adaptation. Every sweep is returned: discarding the warm-up is the
-        caller's (:func:`~bayesmkl.inference.runlength.sample_until_converged`'s
-        ``num_warmup``).
+        The sampler (or another kernel with ``config``, ``init``, ``adapt_sweeps``, a pure
+        ``sweep_with_decisions`` and ``monitored_sites``, such as the regressor's
+        :class:`~bayesmkl.regression.sampler.BM3KLReg`); its ``adapt_sweeps`` (default 0) is
+        the warm-up length of the chains' step-size and mass adaptation. Every sweep is
+        returned: discarding the warm-up is the caller's
+        (:func:`~bayesmkl.inference.runlength.sample_until_converged`'s ``num_warmup``).
     num_chains : int
     num_samples : int
         Sweeps per :meth:`run` (the chunk length); may be changed between calls (a new length
@@ -178,21 +182,27 @@ class ChainRunner:
         fields = tuple(extra_fields)
         monitors = self.monitor_points is not None
         points = jnp.asarray(self.monitor_points if monitors else [0], dtype=jnp.int32)
-        fn = _chunk_fn(self.kernel.config, nw, self.num_samples, fields, monitors)
+        sweep_fn = getattr(self.kernel, "sweep_with_decisions", sweep_with_decisions)
+        fn = _chunk_fn(self.kernel.config, nw, self.num_samples, fields, monitors, sweep_fn)
         self.last_state, (z, extra, f_mon) = fn(state, K, delta, weight, margin, points)
         draws = {k: _by_chain(v) for k, v in z.items()}
         draws["w"] = draws["e"] / draws["e"].sum(axis=-1, keepdims=True)
         self._draws = draws
         self._extra = {f: _by_chain(v) for f, v in zip(fields, extra, strict=True)}
-        self._monitored = {"w": draws["w"], "f": _by_chain(f_mon)} if monitors else None
+        self._monitored = None
+        if monitors:
+            self._monitored = {"w": draws["w"], "f": _by_chain(f_mon)}
+            for site in getattr(self.kernel, "monitored_sites", ()):
+                self._monitored[site] = draws[site]
 
     def get_samples(self, group_by_chain: bool = True) -> dict:
         """Draws of the last :meth:`run`, ``(chains, draws, ...)`` (``w`` included)."""
         return self._draws if group_by_chain else _flatten(self._draws)
 
     def get_monitored(self) -> dict | None:
-        """``{"w", "f"}`` of the last :meth:`run`, ``(chains, draws, ...)``, in the layout of
-        :func:`bayesmkl._fitting.run_monitor` (``None`` without ``monitor_points``)."""
+        """``{"w", "f"}`` (and the kernel's ``monitored_sites``) of the last :meth:`run`,
+        ``(chains, draws, ...)``, in the layout of :func:`bayesmkl._fitting.run_monitor`
+        (``None`` without ``monitor_points``)."""
         return self._monitored
 
     def get_extra_fields(self, group_by_chain: bool = True) -> dict:

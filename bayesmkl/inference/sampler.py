@@ -24,6 +24,8 @@ The configuration, the state and its initial value are in :mod:`bayesmkl.inferen
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -55,7 +57,8 @@ from bayesmkl.inference.state import (
 from bayesmkl.likelihood import pseudo_observations
 from bayesmkl.model import Hyper, bm3kl_model, combine_kernels, decision_values, log_joint
 
-__all__ = ["BM3KL", "sweep", "sweep_with_decisions", *state.__all__]
+__all__ = ["BM3KL", "WeightStep", "kernel_weight_step", "sweep", "sweep_with_decisions",
+           *state.__all__]  # fmt: skip
 
 
 def sweep(
@@ -78,15 +81,100 @@ def sweep_with_decisions(
     new state, which the sweep computes anyway (for the potential energy); the run-length
     monitor reads them from here instead of recomputing ``K_w`` for every draw."""
     h = state.hyper  # traced values; config.hyper only decides the static routes below
-    spec = config.spec
     eta = h.eta
     z = state.z
-    P, C, N = K.shape[0], delta.shape[0], delta.shape[1]
     key, k_r, k_g, k_e, k_s, k_lam, k_ab, k_nu, k_vs = jax.random.split(state.rng_key, 9)
 
     # (1) kernel weights
     Phi = cond.per_kernel_decisions(K, z["a"])
     T, V = pseudo_observations(delta, z["lam"], weight, margin)
+
+    def pg(e):  # the conditional of e given a, b, λ (for the moves that are not collapsed)
+        return cond.e_potential_and_grad(e, Phi, z["b"], delta, z["lam"], eta, weight, margin)
+
+    ws = kernel_weight_step((k_r, k_g, k_e, k_s), state, K, Phi, T, V, config, num_warmup, pg)
+    e, collapsed, capped = ws.e, ws.collapsed, ws.capped
+
+    w = e / jnp.sum(e)
+    Kw = combine_kernels(K, w)
+    tau = h.bias_prior_var
+    if collapsed:  # (a, b) were integrated out: draw them given the new w first
+        a, b = cond.sample_ab(k_ab, Kw, delta, z["lam"], z["nu"], tau, weight, margin)
+        f = decision_values(Kw, a, b)
+        lam = cond.sample_lam(k_lam, f, delta, h.gamma0, weight, margin)
+    else:  # the paper's order: λ | w, a, b, then (a, b) | w, λ, ν
+        f = decision_values(Kw, z["a"], z["b"])
+        lam = cond.sample_lam(k_lam, f, delta, h.gamma0, weight, margin)
+        a, b = cond.sample_ab(k_ab, Kw, delta, lam, z["nu"], tau, weight, margin)
+    # (4) TPBN
+    if config.nu_update == "collapsed":  # conditions on (w, λ) only; ends with (a, b) | w, λ, ν
+        nu, varsigma, a, b, hit = tpbn.collapsed_nu_step(
+            k_nu, Kw, delta, lam, z["nu"], h, config.nu_max, weight, margin, return_capped=True
+        )
+        capped = capped | hit
+    else:
+        nu = cond.sample_nu(k_nu, a, z["varsigma"], h.alpha_a, config.hyper.alpha_a == 1.0)
+        varsigma = cond.sample_varsigma(k_vs, nu, h.alpha_a, h.beta_a, h.kappa)
+
+    z_new = {"e": e, "a": a, "b": b, "lam": lam, "nu": nu, "varsigma": varsigma}
+    f = decision_values(Kw, a, b)
+    pe = -log_joint(z_new, f, delta, h, weight, margin)
+    new_state = BM3KLState(
+        i=state.i + 1,
+        z=z_new,
+        r=ws.r,
+        step_size=ws.step_size,
+        accept_prob=ws.accept_prob,
+        diverging=ws.diverging | ~jnp.isfinite(pe),
+        potential_energy=pe,
+        adapt_state=ws.adapt_state,
+        mass_sqrt=ws.mass_sqrt,
+        welford=ws.welford,
+        capped=capped,
+        hyper=h,
+        rng_key=key,
+    )
+    return new_state, f
+
+
+class WeightStep(NamedTuple):
+    """What :func:`kernel_weight_step` returns: the new ``e`` and the move's bookkeeping (the
+    :class:`BM3KLState` fields of the same names), and whether the move was collapsed (a
+    Python bool: then (a, b) must be drawn given the new w before anything conditions on
+    them)."""
+
+    e: jax.Array
+    r: jax.Array
+    step_size: jax.Array
+    accept_prob: jax.Array
+    diverging: jax.Array
+    adapt_state: object
+    mass_sqrt: jax.Array
+    welford: object
+    capped: jax.Array
+    collapsed: bool
+
+
+def kernel_weight_step(keys, state, K, Phi, T, V, config, num_warmup: int, pg_conditional):
+    """Step (1) of a sweep: the kernel-weight move on e, as ``config.spec`` says.
+
+    Shared by every model whose likelihood is, given its augmentation variables, a Gaussian
+    regression of f = A K_w + b 1ᵀ on pseudo-targets ``T (C, N)`` with noise variances
+    ``V (C, N)`` (the classifier's :func:`sweep`, the regressor's
+    :func:`bayesmkl.regression.sampler.sweep_with_decisions`): exact pairwise Gibbs updates of
+    w | a, b, T, V, then the step-size move (on the collapsed target w | T, V, ν with the
+    active sample weights and b integrated out, or on the conditional ``pg_conditional(e) ->
+    (U, ∇U)``), the exact scale refresh, and the warm-up adaptation of the step size and mass
+    matrix. ``keys`` are ``(k_r, k_g, k_e, k_s)`` (momentum, pairwise Gibbs, move, scale);
+    ``state`` supplies e, a, b, ν, the hyper-parameters η and τ (``state.hyper``) and the
+    adaptation state; ``config`` is a :class:`BM3KLConfig`.
+    """
+    k_r, k_g, k_e, k_s = keys
+    h = state.hyper
+    spec = config.spec
+    eta = h.eta
+    z = state.z
+    P, (C, N) = K.shape[0], T.shape
     e = z["e"]
     capped = state.capped
     if spec.pairwise:
@@ -116,12 +204,7 @@ def sweep_with_decisions(
             data = coll.collapsed_setup(K, z["a"], z["nu"], Phi, s_act)
             pg = coll.collapsed_potential_and_grad(data, T, V, h.bias_prior_var, eta)
         else:
-
-            def pg(e):
-                return cond.e_potential_and_grad(
-                    e, Phi, z["b"], delta, z["lam"], eta, weight, margin
-                )
-
+            pg = pg_conditional
         extra = {"mass_sqrt": state.mass_sqrt} if config.adapts_mass else {}
         if spec.step is exact_hmc_move:
             extra["position"] = spec.position
@@ -146,47 +229,8 @@ def sweep_with_decisions(
         done = state.i == hi - 1  # new metric; restart dual averaging from a step of order 1
         mass_sqrt = jnp.where(done, mass_sqrt_from(welford), mass_sqrt)
         adapt_state = _select(done, dual_averaging_init(MASS_RESTART_STEP), adapt_state)
-
-    w = e / jnp.sum(e)
-    Kw = combine_kernels(K, w)
-    tau = h.bias_prior_var
-    if collapsed:  # (a, b) were integrated out: draw them given the new w first
-        a, b = cond.sample_ab(k_ab, Kw, delta, z["lam"], z["nu"], tau, weight, margin)
-        f = decision_values(Kw, a, b)
-        lam = cond.sample_lam(k_lam, f, delta, h.gamma0, weight, margin)
-    else:  # the paper's order: λ | w, a, b, then (a, b) | w, λ, ν
-        f = decision_values(Kw, z["a"], z["b"])
-        lam = cond.sample_lam(k_lam, f, delta, h.gamma0, weight, margin)
-        a, b = cond.sample_ab(k_ab, Kw, delta, lam, z["nu"], tau, weight, margin)
-    # (4) TPBN
-    if config.nu_update == "collapsed":  # conditions on (w, λ) only; ends with (a, b) | w, λ, ν
-        nu, varsigma, a, b, hit = tpbn.collapsed_nu_step(
-            k_nu, Kw, delta, lam, z["nu"], h, config.nu_max, weight, margin, return_capped=True
-        )
-        capped = capped | hit
-    else:
-        nu = cond.sample_nu(k_nu, a, z["varsigma"], h.alpha_a, config.hyper.alpha_a == 1.0)
-        varsigma = cond.sample_varsigma(k_vs, nu, h.alpha_a, h.beta_a, h.kappa)
-
-    z_new = {"e": e, "a": a, "b": b, "lam": lam, "nu": nu, "varsigma": varsigma}
-    f = decision_values(Kw, a, b)
-    pe = -log_joint(z_new, f, delta, h, weight, margin)
-    new_state = BM3KLState(
-        i=state.i + 1,
-        z=z_new,
-        r=r_new,
-        step_size=step_size,
-        accept_prob=accept_prob,
-        diverging=diverging | ~jnp.isfinite(pe),
-        potential_energy=pe,
-        adapt_state=adapt_state,
-        mass_sqrt=mass_sqrt,
-        welford=welford,
-        capped=capped,
-        hyper=h,
-        rng_key=key,
-    )
-    return new_state, f
+    return WeightStep(e, r_new, step_size, accept_prob, diverging, adapt_state, mass_sqrt,
+                      welford, capped, collapsed)  # fmt: skip
 
 
 def _select(pred, new, old):
@@ -224,6 +268,11 @@ class BM3KL(MCMCKernel):
     """
 
     sample_field = "z"
+    #: The pure sweep ``(state, K, targets, config, num_warmup, weight) -> (state, f)`` that
+    #: :class:`~bayesmkl.inference.runner.ChainRunner` compiles for this kernel.
+    sweep_with_decisions = staticmethod(sweep_with_decisions)
+    #: Scalar sites of ``z`` whose R-hat and ESS the run-length rule checks besides w and f.
+    monitored_sites: tuple = ()
 
     def __init__(
         self,
