@@ -244,9 +244,9 @@ class BM3KLReg(MCMCKernel):
         return ("z",)
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
-        K, y, weight = _unpack_args(model_args, model_kwargs)
-        if weight is not None:
-            raise ValueError("BM3KLReg takes no sample weights: MCMC.run(key, K, y)")
+        K, y, weight, margin = _unpack_args(model_args, model_kwargs)
+        if weight is not None or margin is not None:
+            raise ValueError("BM3KLReg takes no sample weights or margins: MCMC.run(key, K, y)")
         if not x64_enabled():
             raise RuntimeError(
                 "the BM3KL sweep needs 64-bit JAX: run it inside bayesmkl._x64.x64_scope() or "
