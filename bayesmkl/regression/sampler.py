@@ -269,7 +269,8 @@ class BM3KLReg(MCMCKernel):
         return jax.vmap(lambda k, p: init_reg_state(k, K, y, config, p))(rng_key, init_params)
 
     def sample(self, state, model_args, model_kwargs):
-        return self._sample_fn(state, *_unpack_args(model_args, model_kwargs))
+        K, y, weight, _ = _unpack_args(model_args, model_kwargs)  # init refused margins
+        return self._sample_fn(state, K, y, weight)
 
     def postprocess_fn(self, model_args, model_kwargs):
         def add_w(z):
