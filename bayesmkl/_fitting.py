@@ -222,18 +222,33 @@ def resolve_hyper(est) -> Hyper:
     return PRIORS[est.prior]._replace(**{k: v for k, v in own.items() if v is not None})
 
 
+def check_precomputed_stack(X):
+    """``X`` as a checked kernel stack ``(P, N, N)`` for ``kernels="precomputed"``."""
+    Xk = check_array(
+        X, allow_nd=True, ensure_2d=False, dtype=(np.float64, np.float32), input_name="K"
+    )
+    if Xk.ndim != 3 or Xk.shape[1] != Xk.shape[2]:
+        raise ValueError(
+            "with kernels='precomputed', fit expects a kernel stack of shape (P, N, N); "
+            f"got shape {Xk.shape}"
+        )
+    return Xk
+
+
+def fit_kernel_input(est, Xk):
+    """``(KernelInput, K (P, N, N))`` of ``est``'s kernels on validated input ``Xk``."""
+    dtype = None if est.kernel_dtype is None else str(np.dtype(est.kernel_dtype))
+    return KernelInput.fit(
+        est.kernels, Xk, dtype=dtype, kernel_names=est.kernel_names,
+        feature_names=getattr(est, "feature_names_in_", None),
+    )  # fmt: skip
+
+
 def validate_fit_input(est, X, y):
     """Validated ``(kernel input, K (P, N, N), classes, codes, y)`` of ``est.fit``; sets
     ``est.n_features_in_`` (and the feature names) for feature input."""
     if est.kernels == "precomputed":
-        Xk = check_array(
-            X, allow_nd=True, ensure_2d=False, dtype=(np.float64, np.float32), input_name="K"
-        )
-        if Xk.ndim != 3 or Xk.shape[1] != Xk.shape[2]:
-            raise ValueError(
-                "with kernels='precomputed', fit expects a kernel stack of shape (P, N, N); "
-                f"got shape {Xk.shape}"
-            )
+        Xk = check_precomputed_stack(X)
         n = Xk.shape[1]
     else:
         Xk = validate_data(est, X, dtype=np.float64, ensure_min_samples=2)
@@ -242,11 +257,7 @@ def validate_fit_input(est, X, y):
     y = column_or_1d(y, warn=True)
     check_classification_targets(y)
     classes, codes = validate_labels(y, n)
-    dtype = None if est.kernel_dtype is None else str(np.dtype(est.kernel_dtype))
-    kin, K = KernelInput.fit(
-        est.kernels, Xk, dtype=dtype, kernel_names=est.kernel_names,
-        feature_names=getattr(est, "feature_names_in_", None),
-    )  # fmt: skip
+    kin, K = fit_kernel_input(est, Xk)
     return kin, K, classes, codes, y
 
 

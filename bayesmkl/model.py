@@ -105,6 +105,25 @@ delta : array (C, N)
 
 
 @fill_doc(DATA_DOCS)
+def prior_sites(P: int, C: int, N: int, hyper):
+    """The prior's NumPyro sites, shared by every BM³KL model: e ~ Gamma(η, 1) with
+    w = e/Σe (deterministic site ``w``), the TPBN hierarchy ς ~ Gamma(β_a, κ), ν ~ Gamma(α_a, ς),
+    a ~ N(0, ν) (all ``(C, N)``) and b ~ N(0, τ) ``(C,)``; returns ``(w, a, b)``. ``hyper``
+    needs ``eta, alpha_a, beta_a, kappa, bias_prior_var``."""
+    eta = jnp.broadcast_to(jnp.asarray(hyper.eta, dtype=jnp.float64), (P,))
+    e = numpyro.sample("e", dist.Gamma(eta, 1.0).to_event(1))
+    w = numpyro.deterministic("w", e / jnp.sum(e))
+    varsigma = numpyro.sample(
+        "varsigma", dist.Gamma(hyper.beta_a, hyper.kappa).expand((C, N)).to_event(2)
+    )
+    nu = numpyro.sample("nu", dist.Gamma(hyper.alpha_a, varsigma).to_event(2))
+    a = numpyro.sample("a", dist.Normal(0.0, jnp.sqrt(nu)).to_event(2))
+    b = numpyro.sample(
+        "b", dist.Normal(0.0, np.sqrt(hyper.bias_prior_var)).expand((C,)).to_event(1)
+    )
+    return w, a, b
+
+
 def bm3kl_model(
     K, delta, weight=None, hyper: Hyper = DEFAULT_HYPER, augmented: bool = True, margin=None
 ):
@@ -125,19 +144,8 @@ def bm3kl_model(
         Margins m in place of 1 in the slack ζ = m − δ ⊙ f (:mod:`bayesmkl.likelihood`); with
         them the augmented factor is the density N(m; δf − λ, λ) of observed margins.
     """
-    P = K.shape[0]
     C, N = delta.shape
-    eta = jnp.broadcast_to(jnp.asarray(hyper.eta, dtype=jnp.float64), (P,))
-    e = numpyro.sample("e", dist.Gamma(eta, 1.0).to_event(1))
-    w = numpyro.deterministic("w", e / jnp.sum(e))
-    varsigma = numpyro.sample(
-        "varsigma", dist.Gamma(hyper.beta_a, hyper.kappa).expand((C, N)).to_event(2)
-    )
-    nu = numpyro.sample("nu", dist.Gamma(hyper.alpha_a, varsigma).to_event(2))
-    a = numpyro.sample("a", dist.Normal(0.0, jnp.sqrt(nu)).to_event(2))
-    b = numpyro.sample(
-        "b", dist.Normal(0.0, np.sqrt(hyper.bias_prior_var)).expand((C,)).to_event(1)
-    )
+    w, a, b = prior_sites(K.shape[0], C, N, hyper)
     f = decision_values(combine_kernels(K, w), a, b)
     if augmented:
         if hyper.gamma0 > 0:

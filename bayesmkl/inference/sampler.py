@@ -330,16 +330,7 @@ class BM3KL(MCMCKernel):
         K, delta, weight, margin = _unpack_args(model_args, model_kwargs)
         _check_weight(weight, delta.shape[1])
         _check_margin(margin, delta.shape)
-        if not x64_enabled():
-            raise RuntimeError(
-                "the BM3KL sweep needs 64-bit JAX: run it inside bayesmkl._x64.x64_scope() or "
-                'after jax.config.update("jax_enable_x64", True)'
-            )
-        if np.ndim(self.config.hyper.eta) and len(self.config.hyper.eta) != K.shape[0]:
-            raise ValueError(
-                f"eta has {len(self.config.hyper.eta)} entries but there are {K.shape[0]} kernels"
-            )
-        self._num_warmup = int(num_warmup if self.adapt_sweeps is None else self.adapt_sweeps)
+        self._num_warmup = check_init(self.config, K, num_warmup, self.adapt_sweeps)
         config, nw = self.config, self._num_warmup
 
         def one_sweep(state, K, delta, weight, margin):
@@ -365,6 +356,22 @@ class BM3KL(MCMCKernel):
         if self.config.adapts:
             return f"step {float(state.step_size):.2e}, acc {float(state.accept_prob):.2f}"
         return f"S={float(jnp.sum(state.z['e'])):.3g}, -lp {float(state.potential_energy):.4g}"
+
+
+def check_init(config, K, num_warmup: int, adapt_sweeps) -> int:
+    """What every BM³KL kernel checks at ``init``: 64-bit JAX is on and a vector η has one
+    entry per kernel of ``K (P, N, N)``; returns the adaptation length (``adapt_sweeps``, or
+    ``MCMC``'s ``num_warmup`` when it is None)."""
+    if not x64_enabled():
+        raise RuntimeError(
+            "the BM3KL sweep needs 64-bit JAX: run it inside bayesmkl._x64.x64_scope() or "
+            'after jax.config.update("jax_enable_x64", True)'
+        )
+    if np.ndim(config.hyper.eta) and len(config.hyper.eta) != K.shape[0]:
+        raise ValueError(
+            f"eta has {len(config.hyper.eta)} entries but there are {K.shape[0]} kernels"
+        )
+    return int(num_warmup if adapt_sweeps is None else adapt_sweeps)
 
 
 def _unpack_args(model_args, model_kwargs):

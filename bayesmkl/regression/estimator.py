@@ -24,8 +24,10 @@ from bayesmkl._fitting import (
     AUTO_CHUNK,
     EXTRA_FIELDS,
     RUN_CHUNK,
+    check_precomputed_stack,
     describe_quantity,
     enable_compilation_cache,
+    fit_kernel_input,
     make_rng_key,
     run_monitor,
 )
@@ -44,7 +46,7 @@ from bayesmkl.inference.chains import resolve_chain_method
 from bayesmkl.inference.moves import EXACT_MOVES
 from bayesmkl.inference.runlength import sample_until_converged
 from bayesmkl.inference.runner import ChainRunner, hold_programs_for
-from bayesmkl.kernels.input import NAMED_POOLS, KernelInput
+from bayesmkl.kernels.input import NAMED_POOLS
 from bayesmkl.kernels.pool import KernelPool
 from bayesmkl.regression._posterior import RegressionPosteriorMixin
 from bayesmkl.regression.model import REG_PRIORS, RegHyper, unit_variance_kappa
@@ -269,14 +271,7 @@ class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
     def _validate_fit_input(self, X, y):
         """``(kernel input, K (P, N, N), y (N,) float64)``; refuses non-finite or constant y."""
         if self.kernels == "precomputed":
-            Xk = check_array(
-                X, allow_nd=True, ensure_2d=False, dtype=(np.float64, np.float32), input_name="K"
-            )
-            if Xk.ndim != 3 or Xk.shape[1] != Xk.shape[2]:
-                raise ValueError(
-                    "with kernels='precomputed', fit expects a kernel stack of shape (P, N, N); "
-                    f"got shape {Xk.shape}"
-                )
+            Xk = check_precomputed_stack(X)
             if y is None:
                 raise ValueError("BM3KLRegressor requires y to be passed, but the target y is None")
             y = check_array(column_or_1d(y, warn=True), ensure_2d=False, dtype=np.float64,
@@ -293,11 +288,7 @@ class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
                 f"y is constant (every target equals {y[0]!r}): there is nothing to regress and "
                 "no scale to standardise it by"
             )
-        dtype = None if self.kernel_dtype is None else str(np.dtype(self.kernel_dtype))
-        kin, K = KernelInput.fit(
-            self.kernels, Xk, dtype=dtype, kernel_names=self.kernel_names,
-            feature_names=getattr(self, "feature_names_in_", None),
-        )  # fmt: skip
+        kin, K = fit_kernel_input(self, Xk)
         return kin, K, y
 
     # fit ----------------------------------------------------------------------------------

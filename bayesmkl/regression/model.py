@@ -34,7 +34,7 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
-from bayesmkl.model import PRIORS, combine_kernels, decision_values
+from bayesmkl.model import PRIORS, combine_kernels, decision_values, prior_sites
 from bayesmkl.regression.likelihood import log_augmented_likelihood, log_likelihood_terms
 
 __all__ = ["REG_PRIORS", "RegHyper", "reg_log_joint", "reg_model", "unit_variance_kappa"]
@@ -109,19 +109,8 @@ def reg_model(K, y, hyper: RegHyper = DEFAULT_REG_HYPER, epsilon=None, augmented
         Include λ⁺, λ⁻ (the model the Gibbs sampler targets); ``False`` gives the marginal
         model, with the same posterior over the other sites, which NUTS can sample.
     """
-    P = K.shape[0]
     C, N = y.shape
-    eta = jnp.broadcast_to(jnp.asarray(hyper.eta, dtype=jnp.float64), (P,))
-    e = numpyro.sample("e", dist.Gamma(eta, 1.0).to_event(1))
-    w = numpyro.deterministic("w", e / jnp.sum(e))
-    varsigma = numpyro.sample(
-        "varsigma", dist.Gamma(hyper.beta_a, hyper.kappa).expand((C, N)).to_event(2)
-    )
-    nu = numpyro.sample("nu", dist.Gamma(hyper.alpha_a, varsigma).to_event(2))
-    a = numpyro.sample("a", dist.Normal(0.0, jnp.sqrt(nu)).to_event(2))
-    b = numpyro.sample(
-        "b", dist.Normal(0.0, np.sqrt(hyper.bias_prior_var)).expand((C,)).to_event(1)
-    )
+    w, a, b = prior_sites(K.shape[0], C, N, hyper)
     c = numpyro.sample("c", dist.Gamma(hyper.c_shape, hyper.c_rate))
     if epsilon is None:
         eps = numpyro.sample("eps", dist.Gamma(hyper.eps_shape, hyper.eps_rate))

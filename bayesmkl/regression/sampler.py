@@ -29,10 +29,9 @@ import numpy as np
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
-from bayesmkl._x64 import x64_enabled
 from bayesmkl.inference import conditionals as cond
 from bayesmkl.inference.moves import EXACT_MOVES, dual_averaging_init, welford_init
-from bayesmkl.inference.sampler import _unpack_args, kernel_weight_step
+from bayesmkl.inference.sampler import _unpack_args, check_init, kernel_weight_step
 from bayesmkl.inference.state import CAPPED_LOOPS, BM3KLConfig, BM3KLState
 from bayesmkl.model import Hyper, combine_kernels, decision_values
 from bayesmkl.regression.conditionals import (
@@ -247,16 +246,7 @@ class BM3KLReg(MCMCKernel):
         K, y, weight, margin = _unpack_args(model_args, model_kwargs)
         if weight is not None or margin is not None:
             raise ValueError("BM3KLReg takes no sample weights or margins: MCMC.run(key, K, y)")
-        if not x64_enabled():
-            raise RuntimeError(
-                "the BM3KL sweep needs 64-bit JAX: run it inside bayesmkl._x64.x64_scope() or "
-                'after jax.config.update("jax_enable_x64", True)'
-            )
-        if np.ndim(self.config.hyper.eta) and len(self.config.hyper.eta) != K.shape[0]:
-            raise ValueError(
-                f"eta has {len(self.config.hyper.eta)} entries but there are {K.shape[0]} kernels"
-            )
-        self._num_warmup = int(num_warmup if self.adapt_sweeps is None else self.adapt_sweeps)
+        self._num_warmup = check_init(self.config, K, num_warmup, self.adapt_sweeps)
         config, nw = self.config, self._num_warmup
 
         def one_sweep(state, K, y, weight):
