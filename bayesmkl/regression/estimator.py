@@ -65,7 +65,7 @@ class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
     The model (docs/math.md §15) keeps the classifier's prior and kernel-weight moves:
     f(x) = Σ_i a_i K_w(x, x_i) + b with kernel weights w ~ Dirichlet(η), TPBN-shrunk sample
     weights a and a Gaussian bias b. Its likelihood is the normalised ε-insensitive
-    density p(y | f) = exp{−2c·max(|y − f| − ε, 0)} / (2ε + 1/c), SVR's loss made a proper
+    density p(y | f) = exp{−2c·max(abs(y − f) − ε, 0)} / (2ε + 1/c), SVR's loss made a proper
     noise law; the scale c and the tube's half-width ε are learnt, so that predictive
     intervals have the right width. ``y`` is standardised inside ``fit``; c and ε (and a, b)
     live on that scale, and every prediction is on the scale of ``y``.
