@@ -317,8 +317,8 @@ def test_fit_raises_when_the_sampler_diverges(data, monkeypatch):
     Xtr, ytr, _, _ = data
     real = cond.sample_lam
 
-    def poisoned(key, f, delta, gamma0, weight=None):
-        lam = real(key, f, delta, gamma0, weight)
+    def poisoned(key, f, delta, gamma0, weight=None, margin=None):
+        lam = real(key, f, delta, gamma0, weight, margin)
         return lam.at[0, 0].set(np.nan)
 
     monkeypatch.setattr(cond, "sample_lam", poisoned)
