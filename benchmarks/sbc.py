@@ -39,7 +39,7 @@ Usage::
 
     OPENBLAS_NUM_THREADS=1 nohup nice -n 5 .venv/bin/python benchmarks/sbc.py \\
         [--reps 200] [--wrong-reps 50] [--problems binary,3-class] [--variants no_log_jacobian]
-        [--tiny] [--out STEM] [--fresh]
+        [--tiny] [--out STEM] [--fresh] [--summary-only]
 """
 
 from __future__ import annotations
@@ -345,6 +345,7 @@ def main(argv=None):
     ap.add_argument("--tiny", action="store_true", help="smoke run: N = 12, P = 2, short chains")
     ap.add_argument("--out", help="results path stem (default benchmarks/results/sbc)")
     ap.add_argument("--fresh", action="store_true", help="ignore the units already in the JSON")
+    ap.add_argument("--summary-only", action="store_true", help="summarise the finished units")
     args = ap.parse_args(argv)
     cfg = TINY if args.tiny else FULL
     enable_compilation_cache()  # a restart loads the compiled chunks
@@ -361,7 +362,7 @@ def main(argv=None):
     units = [(p, "correct", r) for r in range(args.reps) for p in problems]
     wrong = [("binary", v, r) for v in args.variants.split(",") for r in range(args.wrong_reps)]
     # the wrong variants first (short; each compiles once), then the correct sampler
-    for problem, variant, rep in wrong + units:
+    for problem, variant, rep in [] if args.summary_only else wrong + units:
         key = store.key(problem, variant, f"rep {rep}")
         if store.done(key):
             continue
