@@ -87,6 +87,19 @@ def test_calibration_resumes(tmp_path):
     assert summary["SVC"]["n_splits"] == 2 and summary["BEMKL"]["n_splits"] == 2
 
 
+def test_regression_resumes(tmp_path):
+    """Two cheap baselines on diabetes (bundled with scikit-learn), two splits."""
+    final = _interrupt_and_resume(
+        "regression.py",
+        ["--datasets", "diabetes", "--splits", "2", "--methods", "KRR,GPR"],
+        tmp_path, stop_after=1,
+        expected_units=[f"diabetes | split {k} | {m}" for k in (0, 1) for m in ("KRR", "GPR")],
+    )  # fmt: skip
+    summary = final["datasets"]["diabetes"]
+    assert summary["KRR"]["n_splits"] == 2 and summary["GPR"]["n_splits"] == 2
+    assert {"rmse", "lpd", "coverage90", "crps", "fit_s"} <= set(summary["GPR"])
+
+
 def test_stress_resumes(tmp_path):
     """Two tiny BM3KL fits (γ0 = 1 and 100); the first is kept across the restart."""
     final = _interrupt_and_resume(
