@@ -159,6 +159,19 @@ def bm3kl_model(
         numpyro.factor("pseudo_lik", lik)
 
 
+def log_prior(z, hyper):
+    """log density of the prior sites of :func:`prior_sites` at the constrained values ``z``
+    (keys ``e, varsigma, nu, a, b``), without Jacobians; shared by every BM³KL log joint."""
+    P = z["e"].shape[0]
+    eta = jnp.broadcast_to(jnp.asarray(hyper.eta, dtype=jnp.float64), (P,))
+    lp = dist.Gamma(eta, 1.0).log_prob(z["e"]).sum()
+    lp += dist.Gamma(hyper.beta_a, hyper.kappa).log_prob(z["varsigma"]).sum()
+    lp += dist.Gamma(hyper.alpha_a, z["varsigma"]).log_prob(z["nu"]).sum()
+    lp += dist.Normal(0.0, jnp.sqrt(z["nu"])).log_prob(z["a"]).sum()
+    lp += dist.Normal(0.0, jnp.sqrt(hyper.bias_prior_var)).log_prob(z["b"]).sum()
+    return lp
+
+
 def log_joint(z, f, delta, hyper: Hyper, weight=None, margin=None):
     """log p(e, varsigma, nu, a, b, lam, data) of the augmented model, without Jacobians.
 
@@ -170,13 +183,7 @@ def log_joint(z, f, delta, hyper: Hyper, weight=None, margin=None):
     that one compiled sweep serves all their values). ``weight``: optional sample weights
     ``(N,)`` of the weighted model; ``margin``: optional margins ``(C, N)`` in place of 1.
     """
-    P = z["e"].shape[0]
-    eta = jnp.broadcast_to(jnp.asarray(hyper.eta, dtype=jnp.float64), (P,))
-    lp = dist.Gamma(eta, 1.0).log_prob(z["e"]).sum()
-    lp += dist.Gamma(hyper.beta_a, hyper.kappa).log_prob(z["varsigma"]).sum()
-    lp += dist.Gamma(hyper.alpha_a, z["varsigma"]).log_prob(z["nu"]).sum()
-    lp += dist.Normal(0.0, jnp.sqrt(z["nu"])).log_prob(z["a"]).sum()
-    lp += dist.Normal(0.0, jnp.sqrt(hyper.bias_prior_var)).log_prob(z["b"]).sum()
+    lp = log_prior(z, hyper)
     gamma0 = jnp.asarray(hyper.gamma0, dtype=jnp.float64)
     positive = gamma0 > 0
     lam_lp = dist.Exponential(jnp.where(positive, gamma0, 1.0)).log_prob(z["lam"]).sum()

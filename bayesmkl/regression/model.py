@@ -34,7 +34,7 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
-from bayesmkl.model import PRIORS, combine_kernels, decision_values, prior_sites
+from bayesmkl.model import PRIORS, combine_kernels, decision_values, log_prior, prior_sites
 from bayesmkl.regression.likelihood import log_augmented_likelihood, log_likelihood_terms
 
 __all__ = ["REG_PRIORS", "RegHyper", "reg_log_joint", "reg_model", "unit_variance_kappa"]
@@ -134,13 +134,7 @@ def reg_log_joint(z, f, y, hyper, learn_eps: bool):
     ``potential_energy``; ``learn_eps=False`` leaves out ε's prior (ε is then a constant).
     Hyper-parameters may be traced JAX values.
     """
-    P = z["e"].shape[0]
-    eta = jnp.broadcast_to(jnp.asarray(hyper.eta, dtype=jnp.float64), (P,))
-    lp = dist.Gamma(eta, 1.0).log_prob(z["e"]).sum()
-    lp += dist.Gamma(hyper.beta_a, hyper.kappa).log_prob(z["varsigma"]).sum()
-    lp += dist.Gamma(hyper.alpha_a, z["varsigma"]).log_prob(z["nu"]).sum()
-    lp += dist.Normal(0.0, jnp.sqrt(z["nu"])).log_prob(z["a"]).sum()
-    lp += dist.Normal(0.0, jnp.sqrt(hyper.bias_prior_var)).log_prob(z["b"]).sum()
+    lp = log_prior(z, hyper)
     lp += _gamma_logpdf(z["c"], hyper.c_shape, hyper.c_rate)
     if learn_eps:
         lp += _gamma_logpdf(z["eps"], hyper.eps_shape, hyper.eps_rate)
