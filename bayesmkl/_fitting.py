@@ -196,9 +196,18 @@ def validate_params(est) -> None:
     check_class_weight(est.class_weight)
 
 
-def unconverged_message(report, worst: str, rhat_target, ess_target) -> str:
+def unconverged_message(
+    report,
+    worst: str,
+    rhat_target,
+    ess_target,
+    *,
+    who: str = "BM3KL",
+    watched: str = "kernel weight and training decision value",
+) -> str:
     """The ``ConvergenceWarning`` text of an unconverged run (``worst``: the slowest quantity in
-    words, :func:`describe_quantity`)."""
+    words, :func:`describe_quantity`; ``who`` the estimator, ``watched`` the quantities the
+    targets apply to)."""
     how = (
         "ran its fixed num_samples"
         if report.stopped_by == "num_samples"
@@ -207,9 +216,9 @@ def unconverged_message(report, worst: str, rhat_target, ess_target) -> str:
     if report.num_samples == 0:
         how += " during warm-up (the draws kept are the last warm-up sweeps)"
     return (
-        f"BM3KL {how} after {report.num_samples} sweeps per chain ({report.seconds:.0f} s) "
-        f"without reaching R-hat <= {rhat_target} and bulk ESS >= {ess_target} on every kernel "
-        f"weight and training decision value: max R-hat {report.rhat_max:.3f}, min bulk ESS "
+        f"{who} {how} after {report.num_samples} sweeps per chain ({report.seconds:.0f} s) "
+        f"without reaching R-hat <= {rhat_target} and bulk ESS >= {ess_target} on every "
+        f"{watched}: max R-hat {report.rhat_max:.3f}, min bulk ESS "
         f"{report.ess_bulk_min:.0f}; the slowest is {worst} ({report.worst}). Raise "
         "num_samples/max_samples/max_time, or read the intervals as unconverged."
     )

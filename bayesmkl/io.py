@@ -1,15 +1,18 @@
-"""Save and load fitted :class:`~bayesmkl.BM3KLClassifier` objects as one netCDF file.
+"""Save and load fitted :class:`~bayesmkl.BM3KLClassifier` and :class:`~bayesmkl.BM3KLRegressor`
+objects as one netCDF file.
 
 Layout (written with the ``h5netcdf`` engine; readable by ``arviz``/``xarray.open_datatree``):
 
-* the groups of :meth:`BM3KLClassifier.to_datatree`: ``posterior``, ``sample_stats``,
-  ``observed_data``;
+* the groups of the estimator's ``to_datatree``: ``posterior``, ``sample_stats``,
+  ``observed_data`` (and ``log_likelihood``);
 * ``kernel_pool`` (absent for ``kernels="precomputed"``): the fitted pool's arrays
   ``X_fit (train_obs, feature)`` (standardised training points, needed for cross kernels),
   ``mean``/``scale`` ``(feature,)`` and, for centred pools, ``row_means (kernel, train_obs)``
   and ``grand_means (kernel,)``;
 * root attributes ``bayesmkl_params`` (the constructor parameters, JSON),
-  ``bayesmkl_state`` (classes, kernel names, pool recipe and options, seed; JSON) and
+  ``bayesmkl_state`` (the estimator's class name, kernel names, pool recipe and options, seed;
+  the classifier's classes and calibration map, or the regressor's standardisation of y and κ;
+  JSON) and
   ``bayesmkl_format``.
 
 Draws and pool arrays are float64 and round-trip bitwise, so predictions after loading
@@ -54,6 +57,7 @@ from bayesmkl.kernels.pool import KernelPool, KernelSpec
 __all__ = ["FORMAT_VERSION", "pool_from_state", "pool_to_state", "read", "save"]
 
 FORMAT_VERSION = 2
+CLASSIFIER, REGRESSOR = "BM3KLClassifier", "BM3KLRegressor"
 _POOL_ARRAYS = {
     "X_fit_": ("X_fit", ("train_obs", "feature")),
     "mean_": ("mean", ("feature",)),
@@ -73,7 +77,7 @@ def _spec_to_json(s: KernelSpec) -> dict:
     if s.family in ("callable", "sklearn"):
         raise ValueError(
             f"kernel '{s.name}' is a user callable or a scikit-learn kernel object, which a "
-            "netCDF file cannot hold (and loading must not run code); save the classifier with "
+            "netCDF file cannot hold (and loading must not run code); save the estimator with "
             "pickle/joblib instead, or use a pairwise kernel name such as ('rbf', {'gamma': g})"
         )
     param = dict(s.param) if s.family == "pairwise" else s.param
@@ -207,12 +211,12 @@ def _labels_from_json(d: dict) -> np.ndarray:
 
 
 def save(clf, path) -> Path:
-    """Write a fitted classifier to ``path`` (netCDF4/HDF5 via h5netcdf).
+    """Write a fitted classifier or regressor to ``path`` (netCDF4/HDF5 via h5netcdf).
 
     Parameters
     ----------
-    clf : BM3KLClassifier
-        A fitted classifier.
+    clf : BM3KLClassifier or BM3KLRegressor
+        A fitted estimator.
     path : str or Path
         Output file (conventionally ``*.nc``); parent directories must exist.
 
@@ -228,7 +232,7 @@ def save(clf, path) -> Path:
     tree = clf.to_datatree()
     kin = clf.kernel_input_
     state = {
-        "classes": _labels_to_json(clf.classes_),
+        "estimator": type(clf).__name__,
         "y_train": _labels_to_json(clf.y_train_),
         "kernel_names": list(clf.kernel_names_),
         "n_train": int(kin.n_train),
@@ -241,8 +245,12 @@ def save(clf, path) -> Path:
         "n_iter": int(clf.n_iter_),
         "random_seed": int(clf.random_seed_),
         "pool": None,
-        "calibrator": _calibrator_to_json(clf),
     }
+    if state["estimator"] == REGRESSOR:  # floats through JSON round-trip exactly
+        state.update(y_mean=float(clf.y_mean_), y_scale=float(clf.y_scale_),
+                     kappa=float(clf.kappa_))  # fmt: skip
+    else:
+        state.update(classes=_labels_to_json(clf.classes_), calibrator=_calibrator_to_json(clf))
     if kin.pool is not None:
         meta, arrays = pool_to_state(kin.pool)
         state["pool"] = meta
@@ -265,12 +273,13 @@ def save(clf, path) -> Path:
     return path
 
 
-def read(path, *, verify: bool = True) -> tuple[dict, dict]:
-    """Read a classifier written by :func:`save` as ``(params, fitted)``.
+def read(path, *, verify: bool = True, estimator: str = CLASSIFIER) -> tuple[dict, dict]:
+    """Read an estimator written by :func:`save` as ``(params, fitted)``.
 
     ``BM3KLClassifier(**params)._set_fitted(**fitted)`` rebuilds it (that is
-    :meth:`BM3KLClassifier.load <bayesmkl.BM3KLClassifier.load>`); this module does not import
-    the estimator.
+    :meth:`BM3KLClassifier.load <bayesmkl.BM3KLClassifier.load>`, and likewise
+    :meth:`BM3KLRegressor.load <bayesmkl.BM3KLRegressor.load>`); this module does not import
+    the estimators.
 
     Parameters
     ----------
@@ -279,6 +288,9 @@ def read(path, *, verify: bool = True) -> tuple[dict, dict]:
         Verify the SHA-256 checksums before decoding anything, and refuse a file of format 2 or
         later whose checksum record is missing. ``False`` skips the checksums (only for a file
         you trust; the draws are still refused when they are not finite).
+    estimator : {"BM3KLClassifier", "BM3KLRegressor"}, default "BM3KLClassifier"
+        The class the caller rebuilds; a file of the other class is refused (files written
+        before regressors could be saved hold a classifier).
 
     Returns
     -------
@@ -292,9 +304,9 @@ def read(path, *, verify: bool = True) -> tuple[dict, dict]:
     FileNotFoundError
         If ``path`` does not exist.
     ValueError
-        If the file is not a saved bayesmkl classifier, is damaged (a checksum differs or is
-        missing from a format-2 file, a group or attribute is malformed) or holds non-finite
-        draws; the message names the file.
+        If the file is not a saved bayesmkl model of class ``estimator``, is damaged (a
+        checksum differs or is missing from a format-2 file, a group or attribute is malformed)
+        or holds non-finite draws; the message names the file.
     """
     path = Path(path)
     if not path.is_file():
@@ -306,7 +318,10 @@ def read(path, *, verify: bool = True) -> tuple[dict, dict]:
     except Exception as exc:  # a damaged file can fail in h5py, xarray or the decoders
         raise ValueError(f"{path} is not a readable netCDF file: {_one_line(exc)}") from exc
     if "bayesmkl_state" not in tree.attrs:
-        raise ValueError(f"{path} is a netCDF file but not a saved bayesmkl classifier")
+        raise ValueError(f"{path} is a netCDF file but not a saved bayesmkl model")
+    saved = _saved_estimator(tree, path)
+    if saved != estimator:
+        raise ValueError(f"{path} holds a fitted {saved}; load it with {saved}.load")
     try:
         params, fitted = _from_tree(tree)
     except Exception as exc:  # missing groups, malformed JSON, wrong shapes
@@ -329,7 +344,6 @@ def _from_tree(tree) -> tuple[dict, dict]:
     kin = KernelInput(pool=pool, names=list(state["kernel_names"]), n_train=int(state["n_train"]))
     fitted = dict(
         kernel_input=kin,
-        classes=_labels_from_json(state["classes"]),
         y_train=_labels_from_json(state["y_train"]),
         posterior={k: np.asarray(post[k].values) for k in post.data_vars},
         sample_stats=diagnostics.sample_stats_from_arviz(
@@ -337,13 +351,33 @@ def _from_tree(tree) -> tuple[dict, dict]:
         ),
         n_iter=int(state["n_iter"]),
         random_seed=int(state["random_seed"]),
-        **_calibrator_from_json(state.get("calibrator"), tree),
     )
+    if state.get("estimator", CLASSIFIER) == REGRESSOR:
+        from bayesmkl.regression._posterior import unsqueeze_posterior
+
+        fitted["posterior"] = unsqueeze_posterior(fitted["posterior"])
+        fitted.update(y_mean=float(state["y_mean"]), y_scale=float(state["y_scale"]),
+                      kappa_=float(state["kappa"]),
+                      log_likelihood_=np.asarray(tree["log_likelihood"]["y"].values))  # fmt: skip
+    else:
+        fitted.update(classes=_labels_from_json(state["classes"]),
+                      **_calibrator_from_json(state.get("calibrator"), tree))  # fmt: skip
     if state["n_features_in"] is not None:
         fitted["n_features_in_"] = int(state["n_features_in"])
     if state["feature_names_in"] is not None:
         fitted["feature_names_in_"] = np.asarray(state["feature_names_in"], dtype=object)
     return params, fitted
+
+
+def _saved_estimator(tree, path) -> str:
+    """The class name a file was saved from (files before regressors: a classifier)."""
+    try:
+        name = json.loads(tree.attrs["bayesmkl_state"]).get("estimator", CLASSIFIER)
+    except Exception as exc:
+        raise ValueError(f"{path} is a damaged bayesmkl model file: {_one_line(exc)}") from exc
+    if name not in (CLASSIFIER, REGRESSOR):
+        raise ValueError(f"{path} holds an estimator bayesmkl cannot load: {name!r}")
+    return name
 
 
 def _calibrator_to_json(clf):

@@ -126,8 +126,17 @@ def test_load_errors(tmp_path):
         load(bad)
     other = tmp_path / "other.nc"
     xr.Dataset({"x": ("i", np.arange(3))}).to_netcdf(other, engine="h5netcdf")
-    with pytest.raises(ValueError, match="not a saved bayesmkl classifier"):
+    with pytest.raises(ValueError, match="not a saved bayesmkl model"):
         load(other)
+
+
+def test_a_classifier_file_is_not_loaded_as_a_regressor(fitted, tmp_path):
+    from bayesmkl import BM3KLRegressor
+
+    fitted.save(tmp_path / "clf.nc")
+    with pytest.raises(ValueError, match="holds a fitted BM3KLClassifier; load it with "
+                                         "BM3KLClassifier.load"):  # fmt: skip
+        BM3KLRegressor.load(tmp_path / "clf.nc")
 
 
 def test_save_unfitted(tmp_path):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.exceptions import NotFittedError
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 from bayesmkl import BM3KLRegressor, KernelPool
 from bayesmkl.kernels import KernelSpec
@@ -123,6 +123,63 @@ def test_fixed_epsilon_is_kept_in_the_units_of_y():
 
 
 # --------------------------------------------------------------------------------------------
+# save / load (bayesmkl.io, shared with the classifier)
+# --------------------------------------------------------------------------------------------
+
+
+def test_save_load_round_trip_is_identical(fitted, tmp_path):
+    # io.save raised AttributeError('classes_') on a regressor before
+    _, _, Xte, yte = data()
+    path = tmp_path / "reg.nc"
+    fitted.save(path)
+    back = BM3KLRegressor.load(path)
+    (m1, s1), (m0, s0) = back.predict(Xte, return_std=True), fitted.predict(Xte, return_std=True)
+    np.testing.assert_array_equal(m1, m0)
+    np.testing.assert_array_equal(s1, s0)
+    np.testing.assert_array_equal(back.predict_quantiles(Xte), fitted.predict_quantiles(Xte))
+    np.testing.assert_array_equal(back.log_predictive_density(Xte, yte),
+                                  fitted.log_predictive_density(Xte, yte))  # fmt: skip
+    for k, v in fitted.posterior_.items():
+        np.testing.assert_array_equal(back.posterior_[k], v)
+        assert back.posterior_[k].shape == v.shape
+    for k, v in fitted.sample_stats_.items():
+        np.testing.assert_array_equal(back.sample_stats_[k], v)
+    np.testing.assert_array_equal(back.log_likelihood_, fitted.log_likelihood_)
+    np.testing.assert_array_equal(back.y_train_, fitted.y_train_)
+    assert (back.y_mean_, back.y_scale_, back.kappa_) == (
+        fitted.y_mean_,
+        fitted.y_scale_,
+        fitted.kappa_,
+    )
+    assert (back.epsilon_, back.noise_sd_, back.n_iter_, back.n_features_in_) == (
+        fitted.epsilon_,
+        fitted.noise_sd_,
+        fitted.n_iter_,
+        2,
+    )
+    assert back.get_params().keys() == fitted.get_params().keys()
+    assert back.kernels.names == fitted.kernels.names
+    assert back.loo().elpd == fitted.loo().elpd
+
+
+def test_load_refuses_the_other_estimator_and_a_stripped_checksum(fitted, tmp_path):
+    import h5py
+
+    from bayesmkl import BM3KLClassifier
+
+    path = tmp_path / "reg.nc"
+    fitted.save(path)
+    with pytest.raises(ValueError, match="holds a fitted BM3KLRegressor; load it with "
+                                         "BM3KLRegressor.load"):  # fmt: skip
+        BM3KLClassifier.load(path)
+    with h5py.File(path, "r+") as f:
+        f["posterior/c"][0, 0] *= 2.0
+        del f.attrs["bayesmkl_sha256"]
+    with pytest.raises(ValueError, match="checksum"):
+        BM3KLRegressor.load(path)
+
+
+# --------------------------------------------------------------------------------------------
 # bad input
 # --------------------------------------------------------------------------------------------
 
@@ -141,6 +198,26 @@ def test_constant_y_is_refused():
     Xtr, _, _, _ = data()
     with pytest.raises(ValueError, match="y is constant"):
         BM3KLRegressor(pool(), **FAST).fit(Xtr, np.full(len(Xtr), 3.0))
+
+
+def test_y_whose_variance_overflows_is_refused():
+    # one target of 1e300: np.std(y) is inf, and every prediction was NaN without a word
+    Xtr, ytr, _, _ = data()
+    ytr = ytr.copy()
+    ytr[7] = 1e300
+    with pytest.raises(ValueError, match=r"y cannot be standardised: its value 1e\+300 \(row 7\)"):
+        BM3KLRegressor(pool(), **FAST).fit(Xtr, ytr)
+    # far from overflow a huge scale is fine: the fit works on the standardised targets
+    Xtr, ytr, Xte, _ = data()
+    big = BM3KLRegressor(pool(), **FAST).fit(Xtr, ytr * 1e150).predict(Xte)
+    assert np.all(np.isfinite(big)) and np.all(np.abs(big) > 1e149)
+
+
+def test_epsilon_beyond_finite_arithmetic_is_refused():
+    # epsilon = 1e300 in the units of y diverged in the sampler; the bound says why up front
+    Xtr, ytr, _, _ = data()
+    with pytest.raises(ValueError, match="standard deviations of y; at most 1e\\+100"):
+        BM3KLRegressor(pool(), **{**FAST, "epsilon": 1e300}).fit(Xtr, ytr)
 
 
 def test_wrong_shapes_are_refused(fitted):
@@ -180,3 +257,17 @@ def test_bad_parameters_are_refused(params, match):
     Xtr, ytr, _, _ = data()
     with pytest.raises(ValueError, match=match):
         BM3KLRegressor(pool(), **{**FAST, **params}).fit(Xtr, ytr)
+
+
+def test_budget_spent_in_warm_up_says_so():
+    # the regressor wrote its own message and said "after 0 sweeps" with 50 draws in hand;
+    # it now shares the classifier's, which names what those draws are
+    Xtr, ytr, _, _ = data()
+    reg = BM3KLRegressor(pool(), num_warmup=100, num_chains=2, max_time=1e-3,
+                         progress_bar=False, random_state=0)  # fmt: skip
+    with pytest.warns(ConvergenceWarning) as record:
+        reg.fit(Xtr, ytr)
+    msg = " ".join(str(w.message) for w in record if w.category is ConvergenceWarning)
+    assert "BM3KLRegressor stopped at its max_time budget during warm-up" in msg
+    assert "(the draws kept are the last warm-up sweeps) after 0 sweeps per chain" in msg
+    assert reg.run_report_.num_samples == 0 and reg.posterior_["w"].shape[1] > 0

@@ -71,6 +71,17 @@ def mixture_quantiles(mu, scale, c, eps, q) -> np.ndarray:
     return out
 
 
+#: Draws stored with a classifier axis of length 1 (the classifier's layout), which the DataTree
+#: drops: ``(chain, draw, 1[, obs])`` in ``posterior_``, ``(chain, draw[, obs])`` in the tree.
+SQUEEZED = ("a", "b", "lam_plus", "lam_minus", "nu", "varsigma")
+
+
+def unsqueeze_posterior(posterior: dict) -> dict:
+    """Inverse of the DataTree's layout: the posterior draws as ``posterior_`` holds them."""
+    return {k: (np.asarray(v)[:, :, None] if k in SQUEEZED else np.asarray(v))
+            for k, v in posterior.items()}  # fmt: skip
+
+
 def build_regression_datatree(posterior, sample_stats, *, kernel_names, y, log_likelihood,
                               attrs=None):  # fmt: skip
     """The ArviZ ``DataTree`` of a regression fit.
@@ -83,7 +94,7 @@ def build_regression_datatree(posterior, sample_stats, *, kernel_names, y, log_l
     post = {}
     for k, v in posterior.items():
         v = np.asarray(v)
-        post[k] = v[:, :, 0] if k in ("a", "b", "lam_plus", "lam_minus", "nu", "varsigma") else v
+        post[k] = v[:, :, 0] if k in SQUEEZED else v
     dims = {k: ["kernel"] for k in ("w", "e")}
     dims.update({k: ["obs"] for k in ("a", "lam_plus", "lam_minus", "nu", "varsigma", "y")})
     data = {

@@ -18,7 +18,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_array, column_or_1d, validate_data
 
-from bayesmkl import diagnostics
+from bayesmkl import diagnostics, io
 from bayesmkl._checks import check_draws
 from bayesmkl._fitting import (
     AUTO_CHUNK,
@@ -30,6 +30,7 @@ from bayesmkl._fitting import (
     fit_kernel_input,
     make_rng_key,
     run_monitor,
+    unconverged_message,
 )
 from bayesmkl._params import BM3KL_REG_PARAMS
 from bayesmkl._validation import (
@@ -56,6 +57,8 @@ __all__ = ["BM3KLRegressor"]
 
 _EPSILON = [Options("auto"), Interval("real", 0, None, closed="left")]
 _NOISE_PRIOR = [Interval("real", 0, 1e6, closed="right", description="a number in (0, 1e6]")]
+#: Largest fixed ε in standard deviations of y: 1e100 fits (measured), 1e300 overflows.
+MAX_STD_EPSILON = 1e100
 _RHAT_TARGET = [Interval("real", 1, None, closed="neither", allow_inf=True)]
 
 
@@ -291,6 +294,29 @@ class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
         kin, K = fit_kernel_input(self, Xk)
         return kin, K, y
 
+    def _standardise(self, y):
+        """``(mean, sd, ε / sd or None)`` of the targets; refuses a y whose variance overflows
+        float64 (one value like 1e300 would make every prediction NaN) and a fixed ε beyond
+        :data:`MAX_STD_EPSILON` standard deviations of y, where the likelihood's normaliser
+        overflows."""
+        with np.errstate(over="ignore", invalid="ignore"):  # the check below says it
+            y_mean, y_scale = float(np.mean(y)), float(np.std(y))
+        if not (np.isfinite(y_mean) and np.isfinite(y_scale) and y_scale > 0):
+            r = int(np.argmax(np.abs(y)))
+            raise ValueError(
+                f"y cannot be standardised: its value {y[r]:.3g} (row {r}) makes the mean or "
+                "variance overflow float64. Rescale y (e.g. divide it by its largest absolute "
+                "value, or take a logarithm) or remove the outlying rows."
+            )
+        eps = None if self.epsilon == "auto" else float(self.epsilon) / y_scale
+        if eps is not None and eps > MAX_STD_EPSILON:
+            raise ValueError(
+                f"epsilon={self.epsilon!r} is {eps:.3g} standard deviations of y; at most "
+                f"{MAX_STD_EPSILON:g} keep the sampler's arithmetic finite (and an epsilon wider "
+                "than the range of y puts every target inside the tube)"
+            )
+        return y_mean, y_scale, eps
+
     # fit ----------------------------------------------------------------------------------
 
     @with_x64
@@ -310,12 +336,11 @@ class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
         """
         self._validate_params()
         kin, K, y = self._validate_fit_input(X, y)
-        y_mean, y_scale = float(np.mean(y)), float(np.std(y))
+        y_mean, y_scale, eps = self._standardise(y)
         ys = ((y - y_mean) / y_scale)[None, :]
         key, seed = make_rng_key(self.random_state)
         enable_compilation_cache()
         hold_programs_for((K.shape, ys.shape, str(K.dtype), "regression"))
-        eps = None if self.epsilon == "auto" else float(self.epsilon) / y_scale
         hyper = self._hyper(K)
         kernel = BM3KLReg(
             *hyper, epsilon=eps, move=self.sampler,
@@ -345,7 +370,7 @@ class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
         self._set_fitted(
             kernel_input=kin, y_train=y, y_mean=y_mean, y_scale=y_scale, posterior=draws,
             sample_stats=diagnostics.sample_stats_from_extra(extra),
-            n_iter=warmup + int(report.num_samples), random_seed=seed, run_report=report,
+            n_iter=warmup + int(report.num_samples), random_seed=seed, run_report_=report,
         )  # fmt: skip
         self.kappa_ = float(hyper.kappa)
         bits = np.atleast_1d(np.asarray(mcmc.last_state.capped))
@@ -362,7 +387,9 @@ class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
         return self
 
     def _set_fitted(self, *, kernel_input, y_train, y_mean, y_scale, posterior, sample_stats,
-                    n_iter, random_seed, run_report):  # fmt: skip
+                    n_iter, random_seed, **attrs):  # fmt: skip
+        """Set the fitted attributes (both :meth:`fit` and :meth:`load` use it); ``attrs`` are
+        further fitted attributes set as given (``run_report_``, ``kappa_``, ...)."""
         self.kernel_input_ = kernel_input
         self.kernel_names_ = list(kernel_input.names)
         self.y_train_ = np.asarray(y_train)
@@ -374,27 +401,36 @@ class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
         self.noise_sd_ = float(np.mean(np.sqrt(self._noise_var_draws()))) * self.y_scale_
         self.n_iter_ = int(n_iter)
         self.random_seed_ = int(random_seed)
-        self.run_report_ = run_report
+        for name, value in attrs.items():
+            if not name.endswith("_"):
+                raise ValueError(f"_set_fitted: {name!r} is not a fitted attribute name")
+            setattr(self, name, value)
         return self
+
+    def save(self, path) -> None:
+        """Save the fitted regressor as one netCDF file (see :func:`bayesmkl.io.save`)."""
+        io.save(self, path)
+
+    @classmethod
+    def load(cls, path, *, verify: bool = True) -> BM3KLRegressor:
+        """Load a regressor written by :meth:`save`; its predictions equal the saved one's.
+
+        :func:`bayesmkl.io.read` verifies the file's checksums, groups and draws and raises
+        ``FileNotFoundError`` or a ``ValueError`` naming the file when it is missing, damaged,
+        or holds another estimator; ``verify=False`` skips the checksums.
+        """
+        params, fitted = io.read(path, verify=verify, estimator="BM3KLRegressor")
+        return cls(**params)._set_fitted(**fitted)
 
     def _unconverged_message(self, report, points) -> str:
         names = {"c[0]": "the loss scale c", "eps[0]": "the tube half-width epsilon"}
         worst = names.get(report.worst) or describe_quantity(
             report.worst, self.kernel_names_, np.array(["y"]), points, 1
         ).replace("decision value", "function value")
-        how = (
-            "ran its fixed num_samples"
-            if report.stopped_by == "num_samples"
-            else f"stopped at its {report.stopped_by} budget"
-        )
-        return (
-            f"BM3KLRegressor {how} after {report.num_samples} sweeps per chain "
-            f"({report.seconds:.0f} s) without reaching R-hat <= {self.rhat_target} and bulk "
-            f"ESS >= {self.ess_target} on every kernel weight, training function value, c and "
-            f"epsilon: max R-hat {report.rhat_max:.3f}, min bulk ESS {report.ess_bulk_min:.0f}; "
-            f"the slowest is {worst} ({report.worst}). Raise num_samples/max_samples/max_time, "
-            "or read the intervals as unconverged."
-        )
+        return unconverged_message(
+            report, worst, self.rhat_target, self.ess_target, who="BM3KLRegressor",
+            watched="kernel weight, training function value, c and epsilon",
+        )  # fmt: skip
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
