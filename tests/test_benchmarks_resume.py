@@ -179,3 +179,23 @@ def test_stress_watchdog_counts_a_fit_it_kills_as_a_hang(tmp_path):
     assert final["runs"] == 2 and final["hangs"] == 2  # both chains of the one killed fit
     assert final["nan_runs"] == 0 and final["converged_runs"] == 0
     assert "watchdog" in final["rows"][0]["error"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs procfs")
+def test_stress_watchdog_clock_is_the_child_cpu_time():
+    """The watchdog reads CPU time (a slow fit on a loaded machine is not a hang): the clock
+    grows with work done, not with time slept."""
+    import time
+
+    from stress import _cpu_seconds
+
+    pid = os.getpid()
+    c0 = _cpu_seconds(pid)
+    time.sleep(0.3)
+    c1 = _cpu_seconds(pid)
+    t = time.process_time()
+    while time.process_time() - t < 0.3:
+        pass
+    c2 = _cpu_seconds(pid)
+    assert 0 < c0 <= c1 < c0 + 0.1  # sleeping costs no CPU
+    assert c2 - c1 >= 0.25  # 0.3 s of work (clock ticks of 10 ms)
