@@ -181,6 +181,7 @@ def _check_user_guide(ns):
     assert np.all(ns["interval"][:, 0] < ns["mean"]) and np.all(ns["mean"] < ns["interval"][:, 1])
     assert ns["lpd"].shape == (M,) and np.all(np.isfinite(ns["lpd"])) and ns["r2"] < 1.0
     assert np.isfinite(ns["loo"].elpd)
+    np.testing.assert_array_equal(ns["reg_back"].predict(ns["Xd_te"]), ns["mean"])
 
 
 #: Per file, assertions on the namespace its snippets leave behind.
