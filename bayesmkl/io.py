@@ -10,7 +10,8 @@ Layout (written with the ``h5netcdf`` engine; readable by ``arviz``/``xarray.ope
   ``mean``/``scale`` ``(feature,)`` and, for centred pools, ``row_means (kernel, train_obs)``
   and ``grand_means (kernel,)``;
 * root attributes ``bayesmkl_params`` (the constructor parameters, JSON),
-  ``bayesmkl_state`` (the estimator's class name, kernel names, pool recipe and options, seed;
+  ``bayesmkl_state`` (the estimator's class name, kernel names, pool recipe and options, seed,
+  the run report (``run_report_``: converged or not, what stopped the run, R-hat, ESS);
   the classifier's classes and calibration map, or the regressor's standardisation of y and κ;
   JSON) and
   ``bayesmkl_format``.
@@ -51,6 +52,7 @@ from bayesmkl._integrity import (
 from bayesmkl._integrity import (
     write_checksums as _write_checksums,
 )
+from bayesmkl.inference.runlength import RunReport
 from bayesmkl.kernels.input import KernelInput
 from bayesmkl.kernels.pool import KernelPool, KernelSpec
 
@@ -245,6 +247,7 @@ def save(clf, path) -> Path:
         "n_iter": int(clf.n_iter_),
         "random_seed": int(clf.random_seed_),
         "pool": None,
+        "run_report": _report_to_json(getattr(clf, "run_report_", None)),
     }
     if state["estimator"] == REGRESSOR:  # floats through JSON round-trip exactly
         state.update(y_mean=float(clf.y_mean_), y_scale=float(clf.y_scale_),
@@ -352,6 +355,8 @@ def _from_tree(tree) -> tuple[dict, dict]:
         n_iter=int(state["n_iter"]),
         random_seed=int(state["random_seed"]),
     )
+    if state.get("run_report") is not None:  # absent from files written before it was kept
+        fitted["run_report_"] = RunReport(**state["run_report"])
     if state.get("estimator", CLASSIFIER) == REGRESSOR:
         from bayesmkl.regression._posterior import unsqueeze_posterior
 
@@ -367,6 +372,13 @@ def _from_tree(tree) -> tuple[dict, dict]:
     if state["feature_names_in"] is not None:
         fitted["feature_names_in_"] = np.asarray(state["feature_names_in"], dtype=object)
     return params, fitted
+
+
+def _report_to_json(report) -> dict | None:
+    """A :class:`~bayesmkl.inference.runlength.RunReport` as plain JSON values."""
+    if report is None:
+        return None
+    return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in report._asdict().items()}
 
 
 def _saved_estimator(tree, path) -> str:

@@ -55,6 +55,8 @@ def test_round_trip_identical(fitted, data, tmp_path):
     assert clf.kernel_names_ == fitted.kernel_names_
     assert (clf.n_features_in_, clf.n_iter_, clf.random_seed_) == (30, 50, 0)
     np.testing.assert_array_equal(clf.y_train_, fitted.y_train_)
+    # the run report travels with the draws: a loaded unconverged fit still says so
+    assert clf.run_report_ == fitted.run_report_ and not clf.run_report_.converged
 
 
 def test_file_is_an_arviz_datatree(fitted, tmp_path):

@@ -157,6 +157,7 @@ def test_save_load_round_trip_is_identical(fitted, tmp_path):
         fitted.n_iter_,
         2,
     )
+    assert back.run_report_ == fitted.run_report_
     assert back.get_params().keys() == fitted.get_params().keys()
     assert back.kernels.names == fitted.kernels.names
     assert back.loo().elpd == fitted.loo().elpd
