@@ -274,7 +274,7 @@ def summarise(rows, protocol):
 
 COLUMNS = ["dataset", "prior", "gamma0", "chain", "sweeps", "stopped_by", "converged", "nan_run",
            "raised", "warned", "silent_failure", "hang", "diverging_frac", "test_accuracy",
-           "fit_s"]  # fmt: skip
+           "fit_s", "cpu_s"]  # fmt: skip
 
 
 def markdown(summary, grid_rows, extreme_rows):
@@ -354,7 +354,29 @@ def main(argv=None):
         fresh=args.fresh, default=_default,
     )  # fmt: skip
     grid_rows, extreme_rows, skipped = [], [], []
-    for parts, over in units(names, priors, gammas, extremes):
+    plan = units(names, priors, gammas, extremes)
+
+    def publish(pending=None):
+        """Write the summary of the fits finished so far (after every fit, so that a run
+        stopped at any point leaves a consistent JSON and Markdown; ``protocol.partial`` says
+        how far it got; ``pending``: the key of a fit in the rows but not yet in the store)."""
+        protocol = {
+            "datasets": list(names), "skipped": skipped, "priors": list(priors),
+            "gamma0": list(gammas), "seeds_as_vectorized_chains": chains,
+            "run_length": "default (auto)" if sweeps is None else f"{sweeps} sweeps",
+            "extremes": [f"{p}={v:g}" for p, v in EXTREMES] if extremes else [],
+            "split": "stratified 70/30, seed 0", "calibration": calibration,
+            "watchdog_cpu_s": args.watchdog, "quick": bool(args.quick), "tiny": bool(args.tiny),
+        }  # fmt: skip
+        n_done = sum(store.done(k) or k == pending for k in (store.key(*p) for p, _ in plan))
+        if n_done < len(plan):
+            protocol["partial"] = f"{n_done} of {len(plan)} fits finished; the run resumes"
+        summary = summarise(grid_rows + extreme_rows, protocol)
+        store.save(benchmark=stem, machine=machine_info(), **summary, rows=grid_rows + extreme_rows)
+        write_atomic(out.with_suffix(".md"), markdown(summary, grid_rows, extreme_rows))
+        return summary
+
+    for parts, over in plan:
         key = store.key(*parts)
         target = extreme_rows if over.get("extreme") else grid_rows
         if store.done(key):
@@ -381,19 +403,9 @@ def main(argv=None):
             f"acc={[r.get('test_accuracy') for r in got]} fit {got[0].get('fit_s')} s",
             flush=True,
         )
+        publish(pending=key)  # before add(), which a stop after k units ends the process in
         store.add(key, got)
-    protocol = {
-        "datasets": list(names), "skipped": skipped, "priors": list(priors),
-        "gamma0": list(gammas), "seeds_as_vectorized_chains": chains,
-        "run_length": "default (auto)" if sweeps is None else f"{sweeps} sweeps",
-        "extremes": [f"{p}={v:g}" for p, v in EXTREMES] if extremes else [],
-        "split": "stratified 70/30, seed 0", "calibration": calibration,
-        "watchdog_cpu_s": args.watchdog, "quick": bool(args.quick), "tiny": bool(args.tiny),
-    }  # fmt: skip
-    rows = grid_rows + extreme_rows
-    summary = summarise(rows, protocol)
-    store.save(benchmark=stem, machine=machine_info(), **summary, rows=rows)
-    write_atomic(out.with_suffix(".md"), markdown(summary, grid_rows, extreme_rows))
+    summary = publish()
     print(f"wrote {out.with_suffix('.json')} and .md")
     return summary
 

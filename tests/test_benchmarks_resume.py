@@ -107,6 +107,20 @@ def test_stress_resumes(tmp_path):
         expected_units=["tiny | default | gamma0=1", "tiny | default | gamma0=100"],
     )  # fmt: skip
     assert final["runs"] == 4 and len(final["rows"]) == 4  # 2 fits × 2 chains
+    assert "partial" not in final["protocol"]
+
+
+def test_stress_summary_is_written_after_every_fit(tmp_path):
+    """A run stopped after its first fit leaves the summary of that fit, marked partial."""
+    from _resume import STOPPED
+
+    out = tmp_path / "res"
+    first = _run("stress.py", ["--tiny", "--out", str(out)], tmp_path, stop_after=1)
+    assert first.returncode == STOPPED, first.stdout + first.stderr
+    partial = json.loads(out.with_suffix(".json").read_text())
+    assert partial["runs"] == 2 and partial["hangs"] == 0 and len(partial["rows"]) == 2
+    assert partial["protocol"]["partial"] == "1 of 2 fits finished; the run resumes"
+    assert "1 of 2 fits finished" in out.with_suffix(".md").read_text()
 
 
 def test_sbc_resumes(tmp_path):
