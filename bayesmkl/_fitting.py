@@ -196,6 +196,15 @@ def validate_params(est) -> None:
     check_class_weight(est.class_weight)
 
 
+def set_fitted_attributes(est, attrs: dict) -> None:
+    """Set further fitted attributes on ``est`` as given (``_set_fitted``'s ``**attrs``); their
+    names must end in ``_``."""
+    for name, value in attrs.items():
+        if not name.endswith("_"):
+            raise ValueError(f"_set_fitted: {name!r} is not a fitted attribute name")
+        setattr(est, name, value)
+
+
 def unconverged_message(
     report,
     worst: str,

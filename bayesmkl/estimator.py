@@ -31,6 +31,7 @@ from bayesmkl._fitting import (
     make_rng_key,
     resolve_hyper,
     run_monitor,
+    set_fitted_attributes,
     unconverged_message,
     validate_fit_input,
     validate_params,
@@ -421,10 +422,7 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         self.kernel_weights_ = self.posterior_["w"].mean(axis=(0, 1))
         self.n_iter_ = int(n_iter)
         self.random_seed_ = int(random_seed)
-        for name, value in attrs.items():
-            if not name.endswith("_"):
-                raise ValueError(f"_set_fitted: {name!r} is not a fitted attribute name")
-            setattr(self, name, value)
+        set_fitted_attributes(self, attrs)
         return self
 
     def save(self, path) -> None:

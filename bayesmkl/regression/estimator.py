@@ -30,6 +30,7 @@ from bayesmkl._fitting import (
     fit_kernel_input,
     make_rng_key,
     run_monitor,
+    set_fitted_attributes,
     unconverged_message,
 )
 from bayesmkl._params import BM3KL_REG_PARAMS
@@ -401,10 +402,7 @@ class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
         self.noise_sd_ = float(np.mean(np.sqrt(self._noise_var_draws()))) * self.y_scale_
         self.n_iter_ = int(n_iter)
         self.random_seed_ = int(random_seed)
-        for name, value in attrs.items():
-            if not name.endswith("_"):
-                raise ValueError(f"_set_fitted: {name!r} is not a fitted attribute name")
-            setattr(self, name, value)
+        set_fitted_attributes(self, attrs)
         return self
 
     def save(self, path) -> None:
