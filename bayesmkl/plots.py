@@ -233,15 +233,16 @@ def plot_reliability(
 
 
 def plot_sample_weights(source, y=None, classes=None, *, figsize=None) -> Figure:
-    """Posterior mean ``|a|`` per training point, one panel per one-vs-all classifier.
+    """Posterior mean ``|a|`` per training point, one panel per one-vs-all classifier (one
+    panel for a regressor's function).
 
     Large ``|a_ci|`` marks the training points that carry the decision function (BM3KL's
     counterpart of support vectors; the TPBN prior shrinks the others towards zero).
 
     Parameters
     ----------
-    source : BM3KLClassifier or array (chains, draws, C, N)
-        A fitted classifier or draws of a.
+    source : BM3KLClassifier, BM3KLRegressor or array (chains, draws, C, N)
+        A fitted estimator or draws of a.
     y : array (N,), optional
         Training labels, to colour the points (taken from the classifier when given one).
     classes : array (K,), optional
@@ -251,10 +252,12 @@ def plot_sample_weights(source, y=None, classes=None, *, figsize=None) -> Figure
     -------
     matplotlib.figure.Figure
     """
+    regression = hasattr(source, "posterior_") and not hasattr(source, "classes_")
     if hasattr(source, "posterior_"):
         a = np.asarray(source.posterior_["a"])
-        y = source.y_train_ if y is None else y
-        classes = source.classes_ if classes is None else classes
+        if not regression:  # a regressor's real targets colour nothing
+            y = source.y_train_ if y is None else y
+            classes = source.classes_ if classes is None else classes
     else:
         a = np.asarray(source, dtype=float)
         if a.ndim == 3:
@@ -267,7 +270,8 @@ def plot_sample_weights(source, y=None, classes=None, *, figsize=None) -> Figure
         labels = [str(c) for c in np.asarray(classes).tolist()]
         panel = [f"{labels[1]} vs {labels[0]}"] if C == 1 else [f"{c} vs rest" for c in labels[:C]]
     else:
-        labels, panel = None, [f"classifier {c}" for c in range(C)]
+        labels = None
+        panel = ["regression function"] if regression else [f"classifier {c}" for c in range(C)]
     fig = Figure(figsize=figsize or (9.0, 2.2 * C + 0.8), layout="constrained")
     axes = fig.subplots(C, 1, squeeze=False, sharex=True)[:, 0]
     idx = np.arange(N)

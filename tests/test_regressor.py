@@ -122,6 +122,17 @@ def test_fixed_epsilon_is_kept_in_the_units_of_y():
     assert reg.epsilon_ == pytest.approx(0.2)
 
 
+def test_sample_weight_plot_takes_a_regressor(fitted):
+    # it raised AttributeError('classes_'): the plot assumed a classifier
+    from bayesmkl import plots
+
+    fig = plots.plot_sample_weights(fitted)
+    (ax,) = fig.axes
+    title = ax.get_title(loc="left")
+    assert title.startswith("regression function: ")
+    assert "of 60 points above 10% of the largest" in title
+
+
 # --------------------------------------------------------------------------------------------
 # save / load (bayesmkl.io, shared with the classifier)
 # --------------------------------------------------------------------------------------------
