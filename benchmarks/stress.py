@@ -14,12 +14,14 @@ be refused with a clear error), one at a time with the others at the defaults, o
 data with a 120 s time budget: η ∈ {1e-6, 0.02, 1e3, 1e6}, γ0 ∈ {0, 1e8, 1e300}, κ ∈ {1e-200,
 1e10, 1e300}, α_a and β_a at 0.02 and 1e6, τ (``bias_prior_var``) at 1e-100 and 1e20.
 
-**Watchdog.** Every fit runs in its own process under a limit on its CPU time (``--watchdog``,
-default 3,600 CPU s for the grid, 600 for the extreme settings; a JAX loop that never returns
-cannot be interrupted from inside Python), and three times that in wall time. CPU time, because
-a wall-clock limit counted slow fits on a loaded machine as hangs: the slowest grid fits took
-1,070 s of wall time (pima, 5,000 sweeps) with two other jobs running. A fit killed by it counts
-as a *hang* for each of its chains.
+**Watchdog.** Every fit runs in its own process (a JAX loop that never returns cannot be
+interrupted from inside Python), killed when it has made no progress — no new output of its
+progress bar, which moves after every chunk of sweeps — for ``--watchdog`` of its own CPU
+seconds (default 900; 300 for the extreme settings) or three times that in wall time. Not a limit
+on the whole fit: the slowest grid fits took 1,070 s of wall time (pima, 5,000 sweeps) with two
+other jobs running, and mfeat's take longer, so a wall-clock limit counted slow fits on a loaded
+machine as hangs; a loop that never returns burns CPU without output and is caught as fast on a
+loaded machine as on an idle one. A fit killed by it counts as a *hang* for each of its chains.
 
 Counted per run (= per chain):
 
@@ -60,6 +62,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -88,7 +91,7 @@ EXTREMES = (
 EXTREME_DATA = "repro"
 EXTREME_MAX_TIME = 120.0
 _MARK = "STRESS-UNIT-RESULT "
-#: A fit is also killed after this many times its CPU limit in wall time.
+#: A fit is also killed after this many times its CPU limit in wall time without progress.
 WALL_FACTOR = 3.0
 
 
@@ -135,7 +138,7 @@ def run_one(spec: dict) -> list[dict]:
                                              "num_samples": sweeps - sweeps // 2}  # fmt: skip
     clf = BM3KLClassifier(
         prior=spec["prior"], num_chains=chains, chain_method="vectorized", random_state=0,
-        progress_bar=False, calibration=spec["calibration"], max_time=spec["max_time"],
+        progress_bar=True, calibration=spec["calibration"], max_time=spec["max_time"],
         **run_length, **spec["params"],
     )  # fmt: skip
     base = {"dataset": spec["dataset"], "n_train": len(ytr), "n_classes": len(np.unique(y)),
@@ -210,40 +213,47 @@ def _children_cpu() -> float:
     return use.ru_utime + use.ru_stime
 
 
-def run_watched(spec: dict, watchdog: float) -> list[dict]:
-    """:func:`run_one` in a child process, killed (a *hang*) once it has used ``watchdog`` CPU
-    seconds, or :data:`WALL_FACTOR` times that in wall time (a hang that sleeps).
+def run_watched(spec: dict, watchdog: float, cmd=None) -> list[dict]:
+    """:func:`run_one` in a child process, killed (a *hang*) once it has made no progress for
+    ``watchdog`` of its own CPU seconds, or for :data:`WALL_FACTOR` times that in wall time (a
+    hang that sleeps).
 
-    CPU time, not wall time: on a loaded machine, or with the benchmark suspended for a while,
-    a slow fit that would have returned is not counted as a hang; a loop that never returns
-    burns CPU and is caught as fast as on an idle machine. Each finished fit's rows get the
-    child's ``cpu_s``."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--unit", json.dumps(spec)]
+    Progress is output on the child's stderr (its progress bar moves after every chunk of
+    sweeps, and warnings). A loop that never returns burns CPU without output and is caught as
+    fast on a loaded machine as on an idle one, while a long fit that keeps sampling, a slow
+    fit on a loaded machine, or a benchmark suspended for a while is not counted as a hang (a
+    limit on the whole fit's wall or CPU time would count mfeat's 5,000-sweep fits as hangs).
+    Each finished fit's rows get the child's ``cpu_s``. ``cmd`` replaces the child's command
+    (tests)."""
+    cmd = cmd or [sys.executable, str(Path(__file__).resolve()), "--unit", json.dumps(spec)]
     env = dict(os.environ)
     env.pop("BAYESMKL_BENCH_STOP_AFTER", None)  # the child writes no units
     base = {"dataset": spec["dataset"], "prior": spec["prior"], **spec["params"]}
     t0, used0 = time.perf_counter(), _children_cpu()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env)  # fmt: skip
-    while True:
-        try:  # communicate() keeps reading the pipes, so a chatty child cannot block on them
-            out, err = proc.communicate(timeout=min(1.0, watchdog / 4))
-            break
-        except subprocess.TimeoutExpired:
-            cpu, wall = _cpu_seconds(proc.pid), time.perf_counter() - t0
-            if (
-                cpu > watchdog
-                or wall > WALL_FACTOR * watchdog
-                or (np.isnan(cpu) and wall > watchdog)
-            ):
-                proc.kill()
-                proc.communicate()
-                return [{**base, "chain": c, "hang": True, "fit_s": round(wall, 2),
-                         "cpu_s": round(cpu, 2),
-                         "error": f"killed by the watchdog after {cpu:.1f} CPU s ({wall:.1f} s "
-                                  f"wall; limits {watchdog:g} CPU s, "
-                                  f"{WALL_FACTOR * watchdog:g} s wall)"}
-                        for c in range(spec["chains"])]  # fmt: skip
+    with tempfile.TemporaryFile("w+") as log:  # the child's stderr: progress bar, warnings
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+        size, cpu_mark, wall_mark = 0, 0.0, t0
+        while True:
+            try:  # communicate() keeps reading stdout, so the child cannot block on it
+                out, _ = proc.communicate(timeout=min(1.0, watchdog / 4))
+                break
+            except subprocess.TimeoutExpired:
+                now, cpu = time.perf_counter(), _cpu_seconds(proc.pid)
+                if os.fstat(log.fileno()).st_size != size:  # progress: restart both clocks
+                    size, cpu_mark, wall_mark = os.fstat(log.fileno()).st_size, cpu, now
+                    continue
+                idle_cpu = (cpu - cpu_mark) if np.isfinite(cpu) else now - wall_mark
+                if idle_cpu > watchdog or now - wall_mark > WALL_FACTOR * watchdog:
+                    proc.kill()
+                    proc.communicate()
+                    return [{**base, "chain": c, "hang": True, "fit_s": round(now - t0, 2),
+                             "cpu_s": round(cpu, 2),
+                             "error": f"killed by the watchdog: no progress for {idle_cpu:.1f} "
+                                      f"CPU s ({now - wall_mark:.1f} s wall; limits "
+                                      f"{watchdog:g} CPU s, {WALL_FACTOR * watchdog:g} s wall)"}
+                            for c in range(spec["chains"])]  # fmt: skip
+        log.seek(0)
+        err = log.read()
     cpu = round(_children_cpu() - used0, 2)  # the child has been waited for
     for line in reversed(out.splitlines()):
         if line.startswith(_MARK):
@@ -323,7 +333,8 @@ def main(argv=None):
     ap.add_argument("--sweeps", type=int, help="fixed sweeps per chain (default: auto)")
     ap.add_argument("--chains", type=int, default=None, help="seeds = vectorized chains (5)")
     ap.add_argument("--no-extremes", action="store_true", help="skip the extreme settings")
-    ap.add_argument("--watchdog", type=float, default=3600.0, help="CPU seconds per grid fit")
+    ap.add_argument("--watchdog", type=float, default=900.0,
+                    help="CPU seconds without progress before a grid fit is killed")  # fmt: skip
     ap.add_argument("--out", help="results path stem (default benchmarks/results/stress[_quick])")
     ap.add_argument("--fresh", action="store_true", help="ignore the fits already in the JSON")
     ap.add_argument("--unit", help=argparse.SUPPRESS)  # internal: one fit, in a child process
@@ -366,7 +377,8 @@ def main(argv=None):
             "run_length": "default (auto)" if sweeps is None else f"{sweeps} sweeps",
             "extremes": [f"{p}={v:g}" for p, v in EXTREMES] if extremes else [],
             "split": "stratified 70/30, seed 0", "calibration": calibration,
-            "watchdog_cpu_s": args.watchdog, "quick": bool(args.quick), "tiny": bool(args.tiny),
+            "watchdog_idle_cpu_s": args.watchdog, "quick": bool(args.quick),
+            "tiny": bool(args.tiny),
         }  # fmt: skip
         n_done = sum(store.done(k) or k == pending for k in (store.key(*p) for p, _ in plan))
         if n_done < len(plan):
@@ -390,7 +402,7 @@ def main(argv=None):
             continue
         spec = {**common, **over}
         spec.pop("extreme", None)
-        watchdog = min(args.watchdog, 600.0) if over.get("extreme") else args.watchdog
+        watchdog = min(args.watchdog, 300.0) if over.get("extreme") else args.watchdog
         got = run_watched(spec, watchdog)
         if over.get("extreme"):
             got = [{**r, "setting": parts[1]} for r in got]

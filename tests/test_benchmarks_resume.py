@@ -195,9 +195,39 @@ def test_stress_watchdog_counts_a_fit_it_kills_as_a_hang(tmp_path):
     assert "watchdog" in final["rows"][0]["error"]
 
 
+_BUSY_CHILD = """
+import json, sys, time
+def busy(s):
+    t = time.process_time()
+    while time.process_time() - t < s:
+        pass
+for _ in range({n}):
+    busy(0.25)
+    {progress}
+print({mark!r} + json.dumps([{{"chain": 0, "done": True}}]), flush=True)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs procfs")
+@pytest.mark.parametrize("progress", [True, False])
+def test_stress_watchdog_kills_only_a_fit_without_progress(progress):
+    """A child that burns 2 CPU s but reports progress every 0.25 s outlives a 0.6 s watchdog;
+    the same child silent is killed and counted as a hang."""
+    import stress
+
+    say = "sys.stderr.write('.'); sys.stderr.flush()" if progress else "pass"
+    code = _BUSY_CHILD.format(n=8, progress=say, mark=stress._MARK)
+    spec = {"dataset": "x", "prior": "default", "params": {}, "chains": 1}
+    rows = stress.run_watched(spec, 0.6, cmd=[sys.executable, "-c", code])
+    if progress:
+        assert rows[0].get("done") and rows[0]["cpu_s"] >= 1.9 and not rows[0].get("hang")
+    else:
+        assert rows[0]["hang"] and "no progress" in rows[0]["error"]
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs procfs")
 def test_stress_watchdog_clock_is_the_child_cpu_time():
-    """The watchdog reads CPU time (a slow fit on a loaded machine is not a hang): the clock
+    """The watchdog's clock is CPU time (a slow fit on a loaded machine is not a hang): it
     grows with work done, not with time slept."""
     import time
 
