@@ -294,23 +294,41 @@ def check_predictions(values, what: str = "predictions", posterior=None) -> np.n
     )
 
 
-def check_decision_scale(F, limit: float = DECISION_WARN_LIMIT, stacklevel: int = 5) -> None:
+def check_decision_scale(
+    F, limit: float = DECISION_WARN_LIMIT, stacklevel: int = 5, *, training: bool = False
+) -> None:
     """Warn (:class:`ExtremeDecisionWarning`) when decision values ``F: (S, M, C)`` exceed
-    ``limit`` in magnitude; the message names the test rows and the largest |f|."""
+    ``limit`` in magnitude; the message names the test rows and the largest |f|.
+
+    ``training=True``: ``F`` are the posterior's decision values at the training points, which
+    the pseudo-likelihood pins at margins of 1; values far beyond mean the draws drifted (a
+    prior too weak for the data, or diverging moves), not that the rows are unusual, and the
+    message says so."""
     F = np.asarray(F)
     big = np.abs(F) > limit
     if not big.any():
         return
-    rows = np.flatnonzero(big.reshape(F.shape[0], F.shape[1], -1).any(axis=(0, 2)))
-    warnings.warn(
-        f"decision values of {rows.size} test row(s) (first rows {rows[:10].tolist()}) reach "
-        f"|f| = {np.max(np.abs(F)):.3g}, beyond {limit:g} (training margins are at |f| = 1): "
-        "their kernel values are far outside the training range, and each draw's probability "
-        "for them is 0 or 1, so their predictions say nothing. Check these rows (test kernels "
-        "or features) for extreme values.",
-        ExtremeDecisionWarning,
-        stacklevel=stacklevel,
-    )
+    if training:
+        share = float(big.reshape(F.shape[0], -1).any(axis=1).mean())
+        msg = (
+            f"the posterior's decision values at the training points reach |f| = "
+            f"{np.max(np.abs(F)):.3g} in {share:.0%} of the draws, beyond {limit:g}, although the "
+            "pseudo-likelihood pins the training margins at |f| = 1: the draws have drifted, "
+            "typically under a prior too weak for the data (a large kappa or bias_prior_var, a "
+            "small beta_a) or with diverging kernel-weight moves, and this fit's probabilities "
+            "are 0 or 1 per draw. Refit with the default prior's values, or see the "
+            "SamplerDivergenceWarning."
+        )
+    else:
+        rows = np.flatnonzero(big.reshape(F.shape[0], F.shape[1], -1).any(axis=(0, 2)))
+        msg = (
+            f"decision values of {rows.size} test row(s) (first rows {rows[:10].tolist()}) "
+            f"reach |f| = {np.max(np.abs(F)):.3g}, beyond {limit:g} (training margins are at "
+            "|f| = 1): their kernel values are far outside the training range, and each draw's "
+            "probability for them is 0 or 1, so their predictions say nothing. Check these rows "
+            "(test kernels or features) for extreme values."
+        )
+    warnings.warn(msg, ExtremeDecisionWarning, stacklevel=stacklevel)
 
 
 def check_label_types(y) -> None:

@@ -126,6 +126,7 @@ class PosteriorMixin(KernelDrawsMixin):
             self.oof_log_predictive_ = oof
         w, a, b = self._flat_draws()
         F = np.asarray(draw_decision_values(w, a, b, K))
+        check_decision_scale(F, training=True)
         lp = self._log_proba_draws(F)[:, np.arange(len(codes)), codes]
         chains, draws_per_chain = self.posterior_["w"].shape[:2]
         self.log_likelihood_ = lp.reshape(chains, draws_per_chain, len(codes))

@@ -356,6 +356,25 @@ def test_extreme_test_kernel_value_warns():
         clf.predict_proba(Kt)
 
 
+def test_drifted_training_decision_values_warn_with_their_cause():
+    """κ = 1e10 on the repro data (tests of the stress benchmark): training |f| reached 4.9e28
+    and every test point was predicted as the minority class; the only decision-value warning
+    blamed the test rows. The fit's own check names the drift of the posterior instead."""
+    import warnings
+
+    X, y = _data(60)
+    K = np.stack([X @ X.T, np.exp(-((X[:, None] - X[None]) ** 2).sum(-1))])
+    clf = _assembled(K[:, :40, :40], y[:40], kernels="precomputed")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clf._fit_calibration(K[:, :40, :40], y[:40])  # ordinary draws: no warning
+    clf.posterior_["a"][:, 1] *= 1e12  # one of the 4 draws drifts
+    with pytest.warns(RuntimeWarning, match=r"training points reach \|f\| = .* in 25% of the "
+                                            "draws.*prior too weak") as rec:  # fmt: skip
+        clf._fit_calibration(K[:, :40, :40], y[:40])
+    assert rec[0].category.__name__ == "ExtremeDecisionWarning"
+
+
 def test_calibration_fold_reduction_warns():
     """calibration='cv' with a class of 2 points silently dropped to 2 folds."""
     from sklearn.base import BaseEstimator
