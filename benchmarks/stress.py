@@ -337,6 +337,10 @@ def main(argv=None):
                     help="CPU seconds without progress before a grid fit is killed")  # fmt: skip
     ap.add_argument("--out", help="results path stem (default benchmarks/results/stress[_quick])")
     ap.add_argument("--fresh", action="store_true", help="ignore the fits already in the JSON")
+    ap.add_argument(
+        "--summary-only", action="store_true",
+        help="rewrite the summary and Markdown from the fits in the JSON; run none",
+    )  # fmt: skip
     ap.add_argument("--unit", help=argparse.SUPPRESS)  # internal: one fit, in a child process
     args = ap.parse_args(argv)
     if args.unit:
@@ -394,7 +398,7 @@ def main(argv=None):
         if store.done(key):
             target += store.result(key)
             continue
-        if over["dataset"] in skipped:
+        if over["dataset"] in skipped or args.summary_only:
             continue
         if over["dataset"] not in ("repro", "tiny") and load(over["dataset"]) is None:
             skipped.append(over["dataset"])

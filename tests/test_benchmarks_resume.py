@@ -121,6 +121,15 @@ def test_stress_summary_is_written_after_every_fit(tmp_path):
     assert partial["runs"] == 2 and partial["hangs"] == 0 and len(partial["rows"]) == 2
     assert partial["protocol"]["partial"] == "1 of 2 fits finished; the run resumes"
     assert "1 of 2 fits finished" in out.with_suffix(".md").read_text()
+    # --summary-only rewrites the summary from the fits there and runs none
+    path = out.with_suffix(".json")
+    kept = json.loads(path.read_text())
+    path.write_text(json.dumps({"unit_config": kept["unit_config"], "units": kept["units"]}))
+    again = _run("stress.py", ["--tiny", "--out", str(out), "--summary-only"], tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    redone = json.loads(path.read_text())
+    assert redone["units"] == kept["units"] and redone["runs"] == 2
+    assert redone["protocol"]["partial"] == "1 of 2 fits finished; the run resumes"
 
 
 def test_sbc_resumes(tmp_path):
