@@ -204,6 +204,19 @@ def test_stress_watchdog_counts_a_fit_it_kills_as_a_hang(tmp_path):
     assert "watchdog" in final["rows"][0]["error"]
 
 
+def _import_stress():
+    """``benchmarks/stress.py`` as a module, without leaking the 64-bit JAX that its import of
+    ``sweep_floor`` switches on (tests/test_x64.py checks that the suite runs in float32)."""
+    import jax
+
+    before = jax.config.jax_enable_x64
+    try:
+        import stress
+    finally:
+        jax.config.update("jax_enable_x64", before)
+    return stress
+
+
 _BUSY_CHILD = """
 import json, sys, time
 def busy(s):
@@ -222,8 +235,7 @@ print({mark!r} + json.dumps([{{"chain": 0, "done": True}}]), flush=True)
 def test_stress_watchdog_kills_only_a_fit_without_progress(progress):
     """A child that burns 2 CPU s but reports progress every 0.25 s outlives a 0.6 s watchdog;
     the same child silent is killed and counted as a hang."""
-    import stress
-
+    stress = _import_stress()
     say = "sys.stderr.write('.'); sys.stderr.flush()" if progress else "pass"
     code = _BUSY_CHILD.format(n=8, progress=say, mark=stress._MARK)
     spec = {"dataset": "x", "prior": "default", "params": {}, "chains": 1}
@@ -240,7 +252,7 @@ def test_stress_watchdog_clock_is_the_child_cpu_time():
     grows with work done, not with time slept."""
     import time
 
-    from stress import _cpu_seconds
+    _cpu_seconds = _import_stress()._cpu_seconds
 
     pid = os.getpid()
     c0 = _cpu_seconds(pid)
