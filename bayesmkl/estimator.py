@@ -157,8 +157,8 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         Rule of :meth:`predict`: argmax of the posterior predictive probability
         (docs/math.md A4 (a)) or argmax of the posterior-mean decision value (A4 (c)).
     calibration : {"loo", "cv", None} or int, default="loo"
-        Probabilities: per draw, softmax of calibrated logits — ``(0, T·f + β)`` for the single
-        binary classifier, ``T·f_c`` otherwise — with ``(T, β)`` fitted at the end of
+        Probabilities: per draw, softmax of calibrated logits — ``(0, T·f)`` for the single
+        binary classifier, ``T·f_c`` otherwise — with the temperature T fitted at the end of
         :meth:`fit` on held-out decision draws. ``"loo"``: PSIS-LOO-weighted draws of the one
         posterior, no refit (:func:`bayesmkl.loo.loo_calibrator`); under the default prior its
         test log-loss matched the 3-fold map's within 0.013 on 7 data sets
@@ -228,7 +228,8 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
     kernel_input_ : KernelInput
         The fitted pool (or the precomputed shape) used to build test kernels.
     calibrator_ : bayesmkl.calibration.Calibrator or None
-        The fitted map ``(T, β)`` (``None`` with ``calibration=None``).
+        The fitted map: temperature T (and an intercept β, 0 unless a saved model of an
+        earlier version had one); ``None`` with ``calibration=None``.
     oof_log_predictive_ : ndarray (N,) or None
         Calibrated log predictive of each training label under the fold fit that held it out
         (see :meth:`loo_kfold`).

@@ -65,7 +65,7 @@ def psis_log_weights(log_lik, r_eff=1.0):
 
 
 def loo_calibrator(F, codes, log_lik, *, gamma0: float, point_weights=None) -> Calibrator:
-    """Fit ``(T, β)`` on PSIS-LOO-weighted training draws of one posterior (no refit).
+    """Fit the map (temperature T) on PSIS-LOO-weighted training draws of one posterior (no refit).
 
     Each training point's decision draws are reweighted towards its leave-one-out posterior
     with the Pareto-smoothed importance ratios ``1 / L_i`` of its pseudo-likelihood factor

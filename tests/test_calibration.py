@@ -61,13 +61,33 @@ def test_recovers_platt_pair_with_draw_averaging():
     F = (m[None, :] + rng.normal(scale=0.3, size=(S, n)))[..., None]  # (S, n, 1)
     p1 = expit(T0 * F[..., 0] + b0).mean(axis=0)
     codes = (rng.uniform(size=n) < p1).astype(np.int64)
-    cal = fit_calibrator([F], [codes], gamma0=100.0)
+    cal = fit_calibrator([F], [codes], gamma0=100.0, fit_intercept=True)
     se = _standard_errors(F, codes, np.array([cal.temperature, cal.intercept]), True)
     assert abs(cal.temperature - T0) < 4 * se[0], (cal, se)
     assert abs(cal.intercept - b0) < 4 * se[1], (cal, se)
     assert se[0] < 0.15  # the check has power: T0 = 2.5 is pinned to a few percent
     assert cal.n_classifiers == 1 and cal.n_folds == 1
     assert cal.oof_log_loss <= cal.oof_log_loss_identity
+
+
+def test_default_binary_map_has_no_intercept():
+    """By default the binary map is a temperature alone: on the same data as above (β0 = −0.4)
+    β stays 0, T is the constrained maximum-likelihood estimate (the loss's derivative in T is
+    0 there), and the constrained loss is no lower than the Platt pair's."""
+    rng = np.random.default_rng(0)
+    S, n, T0, b0 = 8, 6000, 2.5, -0.4
+    m = rng.normal(scale=1.2, size=n)
+    F = (m[None, :] + rng.normal(scale=0.3, size=(S, n)))[..., None]
+    codes = (rng.uniform(size=n) < expit(T0 * F[..., 0] + b0).mean(axis=0)).astype(np.int64)
+    cal = fit_calibrator([F], [codes], gamma0=100.0)
+    platt = fit_calibrator([F], [codes], gamma0=100.0, fit_intercept=True)
+    assert cal.intercept == 0.0 and platt.intercept < -0.2
+    _, g = _nll_and_grad(np.array([cal.temperature, 0.0]), _blocks(F, codes), True, n)
+    assert abs(g[0]) < 1e-5
+    assert platt.oof_log_loss < cal.oof_log_loss
+    # the map only rescales f: each draw's probability is above 1/2 exactly where f is above 0
+    P = np.exp(cal.log_proba_draws(F))[..., 1]
+    np.testing.assert_array_equal(P > 0.5, F[..., 0] > 0)
 
 
 def test_recovers_shared_temperature_multiclass():
@@ -117,9 +137,10 @@ def test_point_weights_equal_repeated_points():
     codes = rng.integers(0, 2, size=n)
     reps = rng.integers(0, 3, size=n)
     reps[:2] = (1, 2)  # both classes keep weight
-    a = fit_calibrator([F], [codes], gamma0=100.0, point_weights=[reps.astype(float)])
+    a = fit_calibrator([F], [codes], gamma0=100.0, point_weights=[reps.astype(float)],
+                       fit_intercept=True)  # fmt: skip
     idx = np.repeat(np.arange(n), reps)
-    b = fit_calibrator([F[:, idx]], [codes[idx]], gamma0=100.0)
+    b = fit_calibrator([F[:, idx]], [codes[idx]], gamma0=100.0, fit_intercept=True)
     assert a.temperature == pytest.approx(b.temperature, rel=1e-6)
     assert a.intercept == pytest.approx(b.intercept, rel=1e-6, abs=1e-8)
     with pytest.raises(ValueError, match="zero total weight"):
@@ -153,7 +174,7 @@ def test_separable_heldout_points_keep_the_temperature_finite():
     the raw rule's slope 2 + 2s: calibration does not sharpen the raw rule."""
     F = np.r_[-np.linspace(0.5, 2, 20), np.linspace(0.5, 2, 20)][None, :, None]
     codes = np.r_[np.zeros(20), np.ones(20)].astype(int)
-    cal = fit_calibrator([F], [codes], gamma0=100.0)
+    cal = fit_calibrator([F], [codes], gamma0=100.0, fit_intercept=True)
     assert 10.0 < cal.temperature <= 2 + 2 * np.sqrt(201.0)
     assert cal.oof_log_loss < 1e-3
     assert abs(cal.intercept) < 0.5  # symmetric data

@@ -125,6 +125,7 @@ def test_binary_proba_is_mean_sigmoid_psi(fitted, data):
     assert raw.gamma0_ == 1.0
     np.testing.assert_allclose(raw.predict_proba(Xte)[:, 1], p1, rtol=0, atol=1e-12)
     T, beta = fitted.calibrator_.temperature, fitted.calibrator_.intercept
+    assert beta == 0.0  # the default map is a temperature alone (calibration_map.md)
     p1_cal = np.mean(1.0 / (1.0 + np.exp(-(T * f + beta))), axis=0)
     np.testing.assert_allclose(fitted.predict_proba(Xte)[:, 1], p1_cal, rtol=0, atol=1e-12)
     np.testing.assert_allclose(fitted.decision_function(Xte), f.mean(axis=0), atol=1e-12)

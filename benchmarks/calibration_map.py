@@ -1,0 +1,239 @@
+"""Benchmark: which calibration map for the default BM3KL fit (issue 22's accuracy and ECE lines).
+
+Question. ``calibration.md`` found the default BM3KL's accuracy more than 2 points below the
+best method on sonar, liver and glass, and its ECE above the tuned SVC's on four sets; on the
+binary sets the raw rule (sign of f) was *more* accurate than the calibrated one, which points at
+the Platt intercept β of the default map. This benchmark fits the default ``BM3KLClassifier``
+once per data set × split (the splits and seeds of ``calibration.py``) and scores maps fitted
+on the same PSIS-LOO-weighted training draws (no refit; only the map differs):
+
+* ``Tβ``: the current default — binary: logits ``(0, T·f + β)``; multiclass: ``T·f_c``;
+* ``T``: temperature only — binary ``(0, T·f)``: predictions are the raw rule's sign(f);
+* ``Tβc``: temperature and one intercept per class (``T·f_c + β_c``, β_0 = 0) for multiclass;
+  binary as ``Tβ``;
+* ``raw``: the paper's softmax(ψ(f)) rule, no map.
+
+Every map minimises the same objective as the estimator's ``calibration="loo"`` (the weighted
+mean leave-one-out log-loss of the training points, PSIS weights of the pseudo-likelihood
+factor), with T ≤ 2 + 2√(1 + 2γ0) as the estimator bounds it. Test metrics as in
+``calibration.py`` (log-loss clipped at 1e-15, top-label ECE with 15 bins, accuracy, Brier).
+``Tβ`` refitted here must equal the estimator's own map (recorded as ``check_T``/``check_beta``).
+
+Usage::
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/calibration_map.py [--datasets sonar,glass]
+        [--splits 5]
+
+Writes ``benchmarks/results/calibration_map.{json,md}``. Resumable (``_resume.py``): each data
+set × split is one unit, written when it ends; a restart skips finished units.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import log_softmax, logsumexp
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+from _resume import UnitStore, tiny_data, write_atomic  # noqa: E402
+from calibration import DATASETS, METRICS, metrics  # noqa: E402
+
+VARIANTS = ("Tβ", "T", "Tβc", "raw")
+
+
+def _logits(F, theta, variant):
+    """Logits ``(S, M, K)`` of decision draws ``F (S, M, C)`` under a map's parameters."""
+    T = theta[0]
+    if F.shape[-1] == 1:
+        beta = theta[1] if variant in ("Tβ", "Tβc") else 0.0
+        u = T * F + beta
+        return np.concatenate([np.zeros_like(u), u], axis=-1)
+    z = T * F
+    if variant == "Tβc":
+        z = z + np.concatenate([[0.0], theta[1:]])[None, None, :]
+    return z
+
+
+def _n_params(variant, C):
+    if C == 1:
+        return 2 if variant in ("Tβ", "Tβc") else 1
+    return C if variant == "Tβc" else 1
+
+
+def fit_map(F, codes, log_w, variant, t_max):
+    """Minimise the PSIS-weighted leave-one-out log-loss over the map's parameters."""
+    n = F.shape[1]
+
+    def nll(theta):
+        lp = log_softmax(_logits(F, theta, variant), axis=-1)[:, np.arange(n), codes]
+        return -float(np.mean(logsumexp(log_w + lp, axis=0)))
+
+    k = _n_params(variant, F.shape[-1])
+    bounds = [(1e-6, t_max)] + [(-20.0, 20.0)] * (k - 1)
+    best = None
+    for t0 in (1.0, 0.1 * t_max):  # the estimator's two starts
+        res = minimize(nll, np.r_[min(t0, t_max), np.zeros(k - 1)], method="L-BFGS-B",
+                       bounds=bounds)  # fmt: skip
+        if best is None or res.fun < best.fun:
+            best = res
+    return best.x, float(best.fun)
+
+
+def unit(X, y, tr, te, seed):
+    from bayesmkl import BM3KLClassifier
+    from bayesmkl._x64 import x64_scope
+    from bayesmkl.baselines._base import validate_labels
+    from bayesmkl.likelihood import log_pseudo_likelihood_terms
+    from bayesmkl.loo import psis_log_weights
+    from bayesmkl.model import signed_targets
+    from bayesmkl.predict import draw_decision_values
+
+    Xtr, Xte, ytr, yte = X[tr], X[te], y[tr], y[te]
+    codes_te = np.searchsorted(np.unique(ytr), yte)
+    clf = BM3KLClassifier(random_state=seed, progress_bar=False)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf.fit(Xtr, ytr)
+    fit_s = time.perf_counter() - t0
+    K = clf.kernel_input_.pool.train_kernels()
+    w, a, b = clf._flat_draws()
+    F = np.asarray(draw_decision_values(w, a, b, K))
+    _, codes = validate_labels(ytr, len(ytr))
+    delta = np.asarray(signed_targets(codes, len(clf.classes_), clf.binary_mode))
+    with x64_scope():
+        terms = log_pseudo_likelihood_terms(np.swapaxes(F, 1, 2), delta[None], clf.gamma0_)
+        log_lik = np.asarray(terms).sum(axis=1)
+    log_w, _ = psis_log_weights(log_lik)
+    log_w = log_w - logsumexp(log_w, axis=0, keepdims=True)
+    t_max = 2.0 + 2.0 * float(np.sqrt(1.0 + 2.0 * clf.gamma0_))
+    F_te = clf.decision_draws(Xte)
+    rows, params = {}, {}
+    for v in VARIANTS:
+        if v == "raw":
+            import copy
+
+            P = copy.deepcopy(clf).set_params(calibration=None).predict_proba(Xte)
+            theta, loo = np.array([]), float("nan")
+        else:
+            theta, loo = fit_map(F, codes, log_w, v, t_max)
+            P = np.exp(log_softmax(_logits(F_te, theta, v), axis=-1)).mean(axis=0)
+        rows[v] = metrics(P, codes_te)
+        params[v] = {"theta": [float(t) for t in theta], "loo_logloss": loo}
+    return {
+        "rows": rows,
+        "params": params,
+        "check_T": clf.calibrator_.temperature,
+        "check_beta": clf.calibrator_.intercept,
+        "estimator_metrics": metrics(clf.predict_proba(Xte), codes_te),
+        "converged": bool(clf.run_report_.converged),
+        "fit_s": fit_s,
+        "n_classes": len(clf.classes_),
+    }
+
+
+def summarise(units: dict, datasets, splits) -> dict:
+    out = {}
+    for ds in datasets:
+        us = [units[k]["result"] for k in (f"{ds} | split {s}" for s in range(splits))
+              if k in units]  # fmt: skip
+        if not us:
+            continue
+        out[ds] = {"n_splits": len(us)}
+        for v in VARIANTS:
+            out[ds][v] = {m: float(np.mean([u["rows"][v][m] for u in us])) for m in METRICS}
+            for m in ("acc", "ece", "logloss"):  # paired difference against the default map
+                d = np.array([u["rows"][v][m] - u["rows"]["Tβ"][m] for u in us])
+                se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
+                out[ds][v][m + "_diff"] = [float(d.mean()), se]
+    return out
+
+
+def write_markdown(summary: dict, path: Path, splits: int) -> None:
+    lines = [
+        "# Calibration map of the default BM3KL fit (issue 22)",
+        "",
+        "One default `BM3KLClassifier` fit per data set × split (the splits and seeds of "
+        "`calibration.py`); every map fitted on the same PSIS-LOO-weighted training draws. "
+        "`Tβ` is the estimator's map (binary: Platt pair; multiclass: temperature), `T` "
+        "temperature only, `Tβc` temperature and per-class intercepts, `raw` the paper's "
+        "softmax(ψ(f)). Means over splits; Δ = variant − `Tβ`, paired over splits (SE).",
+        "",
+    ]
+    for metric in ("acc", "logloss", "ece", "brier"):
+        lines += [f"## {metric}", "", "| data set | splits | " + " | ".join(VARIANTS) + " |",
+                  "|---" * (len(VARIANTS) + 2) + "|"]  # fmt: skip
+        for ds, s in summary.items():
+            cells = []
+            for v in VARIANTS:
+                c = f"{s[v][metric]:.3f}"
+                if v != "Tβ" and metric + "_diff" in s[v]:
+                    d, se = s[v][metric + "_diff"]
+                    c += f" (Δ {d:+.3f}, SE {se:.3f})"
+                cells.append(c)
+            lines.append(f"| {ds} | {s['n_splits']}/{splits} | " + " | ".join(cells) + " |")
+        lines.append("")
+    write_atomic(path, "\n".join(lines))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--datasets", default=",".join(DATASETS))
+    p.add_argument("--splits", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=str(RESULTS / "calibration_map"))
+    p.add_argument("--fresh", action="store_true")
+    args = p.parse_args(argv)
+    import jax
+    from sklearn.model_selection import StratifiedShuffleSplit
+
+    from bayesmkl.datasets import load_uci
+    from bayesmkl.estimator import enable_compilation_cache
+
+    enable_compilation_cache()
+    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    out = Path(args.out)
+    store = UnitStore(out.with_suffix(".json"), {"splits": args.splits, "seed": args.seed},
+                      fresh=args.fresh)  # fmt: skip
+    for ds in datasets:
+        keys = [store.key(ds, f"split {k}") for k in range(args.splits)]
+        if all(store.done(k) for k in keys):
+            continue
+        try:
+            X, y = tiny_data() if ds == "tiny" else load_uci(ds)
+        except FileNotFoundError as exc:
+            print(f"skipping {ds}: {exc}")
+            continue
+        splits = list(StratifiedShuffleSplit(args.splits, test_size=0.3,
+                                             random_state=args.seed).split(X, y))  # fmt: skip
+        for k, key in enumerate(keys):
+            if store.done(key):
+                continue
+            tr, te = splits[k]
+            store.add(key, unit(X, y, tr, te, args.seed + k))
+            jax.clear_caches()
+            gc.collect()
+            r = store.result(key)["rows"]
+            print(f"{key}: acc {[round(r[v]['acc'], 3) for v in VARIANTS]}", flush=True)
+            summary = summarise(store.units, datasets, args.splits)
+            store.save(summary=summary)
+            write_markdown(summary, out.with_suffix(".md"), args.splits)
+    summary = summarise(store.units, datasets, args.splits)
+    store.save(summary=summary)
+    write_markdown(summary, out.with_suffix(".md"), args.splits)
+    print(out.with_suffix(".md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
