@@ -204,7 +204,7 @@ def cmd_predict(args) -> int:
 DEMO_MAX_TIME = 120.0
 #: Kernel-weight moves offered by the CLI (``bayesmkl.inference.moves.MOVES``, without importing
 #: JAX to build the parser).
-MOVE_NAMES = ("collapsed", "gibbs", "exact", "rmala", "paper", "stable")
+MOVE_NAMES = ("collapsed_log", "collapsed", "gibbs", "exact", "rmala", "paper", "stable")
 
 #: The model's hyper-parameters as options ``--name`` (name, symbol); each defaults to the value
 #: of the named ``--prior`` (``bayesmkl.model.PRIORS``, whose names are written out here so that

@@ -81,6 +81,39 @@ def test_hyper_parameter_defaults_agree_everywhere():
     assert resolve_hyper(clf) == Hyper(gamma0=5.0)
 
 
+def _sub_parsers():
+    import argparse
+
+    from bayesmkl.cli import build_parser
+
+    (sub,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return sub.choices
+
+
+def test_cli_choices_accept_their_defaults_and_every_move():
+    """Every CLI option with choices accepts its own default when typed (argparse does not
+    check defaults: ``--sampler collapsed_log``, the default move, was refused), ``--sampler``
+    offers every move of :data:`bayesmkl.inference.moves.MOVES`, and the CLI's sampler
+    defaults are the estimator's."""
+    from bayesmkl.inference.moves import MOVES
+
+    defaults = _defaults(bayesmkl.BM3KLClassifier)
+    for name, parser in _sub_parsers().items():
+        for action in parser._actions:
+            if action.choices is not None and action.default is not None:
+                assert action.default in action.choices, (name, action.dest)
+            if action.dest == "sampler":
+                assert set(action.choices) == set(MOVES), name
+                assert action.default == defaults["sampler"], name
+        args = parser.parse_args(["x.csv", "--sampler", defaults["sampler"]]
+                                 if name == "fit" else ["--sampler", defaults["sampler"]]
+                                 if name == "demo" else ["m.nc", "x.csv"])  # fmt: skip
+        if name != "predict":
+            assert args.sampler == defaults["sampler"]
+            for opt in ("num_warmup", "num_samples", "max_samples", "step_size", "n_leapfrog"):
+                assert getattr(args, opt) == defaults[opt], (name, opt)
+
+
 @pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
 def test_docstrings_have_no_unfilled_placeholders(cls):
     """Shared docstring entries (``{{name}}`` lines, :mod:`bayesmkl._docs`) are all filled."""
