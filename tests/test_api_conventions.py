@@ -60,7 +60,7 @@ def test_hyper_parameter_defaults_agree_everywhere():
     which means the named ``prior``'s value (``PRIORS``); the CLI (which must not import JAX to
     build its parser) names the same priors and offers every hyper-parameter."""
     from bayesmkl._fitting import resolve_hyper
-    from bayesmkl.cli import HYPER_OPTIONS, PRIOR_NAMES, build_parser
+    from bayesmkl._cli_parser import HYPER_OPTIONS, PRIOR_NAMES, build_parser
     from bayesmkl.inference.sampler import BM3KL
     from bayesmkl.model import PRIORS, Hyper
 
