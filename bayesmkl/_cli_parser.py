@@ -41,6 +41,8 @@ HYPER_OPTIONS = (
     ("bias_prior_var", "τ, prior variance of the biases"),
 )
 PRIOR_NAMES = ("default", "paper")
+#: ``fit --task`` choices, the first the default.
+TASKS = ("classification", "regression")
 #: ``--calibration`` choices, the first the default (``none`` is ``calibration=None``).
 CALIBRATIONS = ("loo", "cv", "none")
 
@@ -126,6 +128,15 @@ def _add_sampler_args(p, *, chains_default: int, max_time_default=None) -> None:
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
+def _epsilon(text: str):
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
+
+
 def _add_choice(parser, flag: str, choices: tuple, text: str) -> None:
     """Add ``flag`` taking one of ``choices``; the first is the default, named in the help."""
     parser.add_argument(
@@ -162,18 +173,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "fit",
-        help="fit on a CSV file (label in the last column)",
+        help="fit on a CSV file (label or target in the last column)",
         description="Fit BM3KL on a numeric CSV whose last column is the class "
-        "label (an optional header row is detected); print test metrics and "
-        "save the model, figures included, into --out.",
+        "label, or with --task regression the numeric target (BM3KLRegressor); an optional "
+        "header row is detected. Print test metrics and save the model, figures included, "
+        "into --out.",
     )
     p.add_argument("data", metavar="DATA.csv")
+    _add_choice(p, "--task", TASKS, "what the last column is: a class label or a target")
     _add_choice(p, "--pool", ("bsvm16", "simplemkl"), "kernel pool")
     p.add_argument(
         "--test-size",
         type=float,
         default=0.3,
         help="held-out fraction, stratified when possible; 0 trains on all (default 0.3)",
+    )
+    p.add_argument(
+        "--epsilon",
+        type=_epsilon,
+        default=None,
+        metavar="E",
+        help="--task regression: half-width ε of the insensitive tube in the target's units, "
+        "or 'auto' (default: learnt, with its prior)",
     )
     p.add_argument("--split-seed", type=int, default=0, help="seed of the split (default 0)")
     p.add_argument(
@@ -186,9 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "predict",
-        help="class probabilities for the rows of a CSV file",
+        help="class probabilities (or predictive intervals) for the rows of a CSV file",
         description="Write the posterior predictive class probabilities (one "
-        "column per class) and the predicted label of each row as CSV.",
+        "column per class) and the predicted label of each row as CSV; for a regression "
+        "model, the predictive mean, standard deviation and 90%% interval of each row.",
     )
     p.add_argument("model", metavar="MODEL.nc", help="a model written by 'bayesmkl fit'")
     p.add_argument("data", metavar="DATA.csv")
@@ -196,6 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--has-label",
         action="store_true",
-        help="the last column is a label: drop it (and report accuracy)",
+        help="the last column is a label (target): drop it and report accuracy (RMSE and "
+        "the 90%% interval's coverage)",
     )
     return parser

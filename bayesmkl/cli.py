@@ -7,9 +7,11 @@ Sub-commands
     the 16-kernel pool, paper defaults with 2 chains), print test metrics, kernel weights and
     ESS/R-hat, and write figures (PNG) and the fit (netCDF).
 ``bayesmkl fit DATA.csv``
-    Fit on any CSV whose last column is the label; print test metrics; save the model.
+    Fit on any CSV whose last column is the label (``--task regression``: a numeric target,
+    fitted by :class:`~bayesmkl.BM3KLRegressor`); print test metrics; save the model.
 ``bayesmkl predict MODEL.nc DATA.csv``
-    Write class probabilities of the rows of a CSV (with or without a label column).
+    Write class probabilities of the rows of a CSV (with or without a label column), or for a
+    saved regressor the predictive mean, standard deviation and 90% interval.
 
 Every error ends with one line on stderr ("bayesmkl: error: ...") and a non-zero exit status,
 never a traceback: 2 for bad input (paths, malformed CSV files, refused data or parameters,
@@ -22,7 +24,8 @@ The JAX compilation cache is kept in ``$BAYESMKL_CACHE_DIR`` (default
 ``~/.cache/bayesmkl/jax``) so that repeated runs on data of the same shape skip most of the
 compile time; set ``BAYESMKL_NO_JAX_CACHE=1`` to switch this off.
 
-This module holds the parser, the sub-commands and the error handling; the CSV reader is
+This module holds the sub-commands and the error handling; the parser is
+:mod:`bayesmkl._cli_parser`, the CSV reader
 :mod:`bayesmkl._csv` (re-exported here as :func:`read_csv`) and what a fit prints and writes
 is :mod:`bayesmkl.report`.
 """
@@ -71,11 +74,13 @@ def _make_out(path) -> Path:
     return out
 
 
-def _split(X, y, test_size: float, seed: int):
+def _split(X, y, test_size: float, seed: int, stratified: bool = True):
     from sklearn.model_selection import train_test_split
 
     if test_size == 0:
         return X, None, y, None
+    if not stratified:
+        return train_test_split(X, y, test_size=test_size, random_state=seed)
     _, counts = np.unique(y, return_counts=True)
     n_test = int(np.ceil(test_size * len(y)))
     stratify = y if counts.min() >= 2 and n_test >= len(counts) else None
@@ -111,6 +116,53 @@ def _classifier(args, kernels):
     )
 
 
+#: Options of ``fit`` that only a classifier has, with their defaults; ``--task regression``
+#: refuses any other value (rather than ignore it).
+CLASSIFIER_ONLY = {"gamma0": None, "raw_proba": False, "calibration": "loo",
+                   "binary_mode": "single", "nu_update": "gibbs"}  # fmt: skip
+
+
+def _regressor(args, kernels):
+    from bayesmkl.regression.estimator import BM3KLRegressor
+
+    given = [k for k, v in CLASSIFIER_ONLY.items() if getattr(args, k) != v]
+    if given:
+        flags = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise CLIError(f"{flags}: classification only; --task regression does not use it")
+    return BM3KLRegressor(
+        kernels=kernels,
+        prior=args.prior,
+        **{name: getattr(args, name) for name, _ in HYPER_OPTIONS if name != "gamma0"},
+        epsilon="auto" if args.epsilon is None else args.epsilon,
+        sampler=args.sampler,
+        step_size=args.step_size,
+        n_leapfrog=args.n_leapfrog,
+        num_warmup=args.num_warmup,
+        num_samples=args.num_samples,
+        max_samples=args.max_samples,
+        max_time=args.max_time,
+        num_chains=args.chains,
+        kernel_dtype=args.kernel_dtype,
+        random_state=args.seed,
+        progress_bar=not args.no_progress,
+    )
+
+
+def _numeric_target(y, path) -> np.ndarray:
+    """The last column as floats, or a CLIError naming the first row that is not a number."""
+    out = np.empty(len(y))
+    for i, v in enumerate(y):
+        try:
+            out[i] = float(v)
+        except ValueError:
+            raise CLIError(f"{path}: the target of data row {i + 1} is not a number: '{v}' "
+                           "(--task regression needs a numeric last column)") from None  # fmt: skip
+    if not np.all(np.isfinite(out)):
+        i = int(np.flatnonzero(~np.isfinite(out))[0])
+        raise CLIError(f"{path}: the target of data row {i + 1} is {out[i]!r}, not finite")
+    return out
+
+
 def cmd_demo(args) -> int:
     from bayesmkl.datasets import load_demo
 
@@ -131,46 +183,83 @@ def cmd_demo(args) -> int:
 def cmd_fit(args) -> int:
     if not 0 <= args.test_size < 1:
         raise CLIError(f"--test-size must be in [0, 1); got {args.test_size}")
+    regression = args.task == "regression"
+    if args.epsilon is not None and not regression:
+        raise CLIError("--epsilon: regression only; add --task regression")
+    clf = _regressor(args, args.pool) if regression else _classifier(args, args.pool)
     X, y, _ = read_csv(args.data, has_label=True)
-    if len(np.unique(y)) < 2:
+    if regression:
+        y = _numeric_target(y, args.data)
+    elif len(np.unique(y)) < 2:
         raise CLIError(f"{args.data}: the label column has a single class")
-    X_tr, X_te, y_tr, y_te = _split(X, y, args.test_size, args.split_seed)
+    X_tr, X_te, y_tr, y_te = _split(X, y, args.test_size, args.split_seed, not regression)
     out = _make_out(args.out)
+    what = "a numeric target" if regression else f"{len(np.unique(y))} classes"
     print(
-        f"{args.data}: {X.shape[0]} points, {X.shape[1]} features, "
-        f"{len(np.unique(y))} classes; {len(y_tr)} train / "
-        f"{0 if y_te is None else len(y_te)} test"
+        f"{args.data}: {X.shape[0]} points, {X.shape[1]} features, {what}; "
+        f"{len(y_tr)} train / {0 if y_te is None else len(y_te)} test"
     )
-    clf = _classifier(args, args.pool)
     fit_and_report(clf, X_tr, y_tr, X_te, y_te, out, "model")
     return 0
 
 
-def cmd_predict(args) -> int:
+def _load_model(model: Path):
+    """The classifier or regressor saved in ``model`` (the file says which)."""
+    from bayesmkl import io
     from bayesmkl.estimator import BM3KLClassifier
+    from bayesmkl.regression.estimator import BM3KLRegressor
 
-    model = Path(args.model)
     if not model.is_file():
         raise CLIError(f"no such model file: {model}")
     try:
-        clf = BM3KLClassifier.load(model)
+        cls = BM3KLRegressor if io.saved_estimator(model) == io.REGRESSOR else BM3KLClassifier
+        return cls.load(model)
     except (ValueError, OSError, KeyError) as exc:
         raise CLIError(f"cannot load model {model}: {exc}") from None
-    X, y, _ = read_csv(args.data, has_label=args.has_label)
-    d = getattr(clf, "n_features_in_", None)
-    if d is not None and X.shape[1] != d:
-        hint = "" if args.has_label else " (if the last column is a label, pass --has-label)"
-        raise CLIError(f"{args.data} has {X.shape[1]} feature columns; the model expects {d}{hint}")
+
+
+def _class_rows(clf, X, y, path):
+    """Header, rows and summary line of ``predict`` for a classifier."""
     if y is not None:  # compared as the estimator does: 1, 1.0 and "1.0" are the same label
         from bayesmkl._validation import label_codes
 
         try:
-            codes = label_codes(y, clf.classes_, f"the label column of {args.data}")
+            codes = label_codes(y, clf.classes_, f"the label column of {path}")
         except ValueError as exc:
             raise CLIError(f"{exc}; drop the column and --has-label to predict anyway") from None
     proba = clf.predict_proba(X)
     pred = clf.classes_[np.argmax(proba, axis=1)]
     header = [f"p_{c}" for c in clf.classes_.tolist()] + ["predicted"]
+    rows = ([repr(float(v)) for v in p] + [lab] for p, lab in zip(proba, pred, strict=True))
+    if y is None:
+        return header, rows, None
+    acc = float(np.mean(np.argmax(proba, axis=1) == codes))
+    return header, rows, f"accuracy on the labelled rows: {acc:.4f}"
+
+
+def _target_rows(reg, X, y, path):
+    """Header, rows and summary line of ``predict`` for a regressor."""
+    y = None if y is None else _numeric_target(y, path)
+    mean, sd = reg.predict(X, return_std=True)
+    lo, hi = reg.predict_interval(X, 0.9).T
+    header = ["mean", "sd", "lower_90", "upper_90"]
+    rows = ([repr(float(v)) for v in r] for r in zip(mean, sd, lo, hi, strict=True))
+    if y is None:
+        return header, rows, None
+    rmse = float(np.sqrt(np.mean((mean - y) ** 2)))
+    cover = float(np.mean((lo <= y) & (y <= hi)))
+    return header, rows, f"RMSE on the labelled rows: {rmse:.6g}; 90% interval coverage: {cover:.3f}"
+
+
+def cmd_predict(args) -> int:
+    est = _load_model(Path(args.model))
+    X, y, _ = read_csv(args.data, has_label=args.has_label)
+    d = getattr(est, "n_features_in_", None)
+    if d is not None and X.shape[1] != d:
+        hint = "" if args.has_label else " (if the last column is a label, pass --has-label)"
+        raise CLIError(f"{args.data} has {X.shape[1]} feature columns; the model expects {d}{hint}")
+    rule = _class_rows if hasattr(est, "classes_") else _target_rows
+    header, rows, summary = rule(est, X, y, args.data)
     try:
         fh = open(args.out, "w", newline="") if args.out else sys.stdout
     except OSError as exc:
@@ -178,16 +267,15 @@ def cmd_predict(args) -> int:
     try:
         writer = csv.writer(fh)
         writer.writerow(header)
-        for p, lab in zip(proba, pred, strict=True):
-            writer.writerow([repr(float(v)) for v in p] + [lab])
+        writer.writerows(rows)
     finally:
         if args.out:
             fh.close()
     if args.out:
-        print(f"wrote probabilities of {X.shape[0]} rows to {args.out}", file=sys.stderr)
-    if y is not None:
-        acc = float(np.mean(np.argmax(proba, axis=1) == codes))
-        print(f"accuracy on the labelled rows: {acc:.4f}", file=sys.stderr)
+        what = "probabilities" if rule is _class_rows else "predictions"
+        print(f"wrote {what} of {X.shape[0]} rows to {args.out}", file=sys.stderr)
+    if summary:
+        print(summary, file=sys.stderr)
     return 0
 
 

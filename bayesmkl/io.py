@@ -56,7 +56,7 @@ from bayesmkl.inference.runlength import RunReport
 from bayesmkl.kernels.input import KernelInput
 from bayesmkl.kernels.pool import KernelPool, KernelSpec
 
-__all__ = ["FORMAT_VERSION", "pool_from_state", "pool_to_state", "read", "save"]
+__all__ = ["FORMAT_VERSION", "pool_from_state", "pool_to_state", "read", "save", "saved_estimator"]
 
 FORMAT_VERSION = 2
 CLASSIFIER, REGRESSOR = "BM3KLClassifier", "BM3KLRegressor"
@@ -322,7 +322,7 @@ def read(path, *, verify: bool = True, estimator: str = CLASSIFIER) -> tuple[dic
         raise ValueError(f"{path} is not a readable netCDF file: {_one_line(exc)}") from exc
     if "bayesmkl_state" not in tree.attrs:
         raise ValueError(f"{path} is a netCDF file but not a saved bayesmkl model")
-    saved = _saved_estimator(tree, path)
+    saved = _saved_estimator(tree.attrs, path)
     if saved != estimator:
         raise ValueError(f"{path} holds a fitted {saved}; load it with {saved}.load")
     try:
@@ -381,10 +381,30 @@ def _report_to_json(report) -> dict | None:
     return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in report._asdict().items()}
 
 
-def _saved_estimator(tree, path) -> str:
+def saved_estimator(path) -> str:
+    """The class name of the estimator saved in ``path``: ``"BM3KLClassifier"`` or
+    ``"BM3KLRegressor"`` (read from the file's attributes; :func:`read` verifies the rest).
+
+    Raises ``FileNotFoundError`` for a missing file and ``ValueError`` naming the file when it
+    is not a readable netCDF file or not a saved bayesmkl model.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such model file: {path}")
+    try:
+        with xr.open_datatree(path, engine="h5netcdf") as opened:
+            attrs = dict(opened.attrs)
+    except Exception as exc:  # a damaged file can fail in h5py, xarray or the decoders
+        raise ValueError(f"{path} is not a readable netCDF file: {_one_line(exc)}") from exc
+    if "bayesmkl_state" not in attrs:
+        raise ValueError(f"{path} is a netCDF file but not a saved bayesmkl model")
+    return _saved_estimator(attrs, path)
+
+
+def _saved_estimator(attrs, path) -> str:
     """The class name a file was saved from (files before regressors: a classifier)."""
     try:
-        name = json.loads(tree.attrs["bayesmkl_state"]).get("estimator", CLASSIFIER)
+        name = json.loads(attrs["bayesmkl_state"]).get("estimator", CLASSIFIER)
     except Exception as exc:
         raise ValueError(f"{path} is a damaged bayesmkl model file: {_one_line(exc)}") from exc
     if name not in (CLASSIFIER, REGRESSOR):

@@ -14,6 +14,7 @@ __all__ = [
     "print_diagnostics",
     "print_metrics",
     "print_weights",
+    "regression_metrics",
     "write_figures",
 ]
 
@@ -34,8 +35,30 @@ def metrics(y_true, proba, classes) -> dict:
     }
 
 
+def regression_metrics(reg, X, y, coverage: float = 0.9) -> dict:
+    """Test metrics of a fitted :class:`~bayesmkl.BM3KLRegressor`: RMSE and MAE of the
+    predictive mean, coverage of the central ``coverage`` interval and the mean log predictive
+    density (in the units of ``y``)."""
+    y = np.asarray(y, dtype=float)
+    mean = reg.predict(X)
+    lo, hi = reg.predict_interval(X, coverage).T
+    return {
+        "rmse": float(np.sqrt(np.mean((mean - y) ** 2))),
+        "mae": float(np.mean(np.abs(mean - y))),
+        "coverage": float(np.mean((lo <= y) & (y <= hi))),
+        "nominal": coverage,
+        "lpd": float(np.mean(reg.log_predictive_density(X, y))),
+    }
+
+
 def print_metrics(m: dict, n_test: int) -> None:
     print(f"test points : {n_test}")
+    if "rmse" in m:
+        print(f"RMSE        : {m['rmse']:.6g}")
+        print(f"MAE         : {m['mae']:.6g}")
+        print(f"{m['nominal']:.0%} interval coverage: {m['coverage']:.3f}")
+        print(f"mean log predictive density: {m['lpd']:.4f}")
+        return
     print(f"accuracy    : {m['accuracy']:.4f}")
     print(f"log-loss    : {m['log_loss']:.4f}")
     print(f"Brier score : {m['brier']:.4f}")
@@ -70,8 +93,10 @@ def print_diagnostics(clf, top_k: int = 8) -> None:
     print(
         f"run: {rep.num_samples} sweeps per chain after {clf.n_iter_ - rep.num_samples} warm-up"
         f" ({rep.stopped_by}); max R-hat {rep.rhat_max:.3f}, min bulk ESS "
-        f"{rep.ess_bulk_min:.0f} over all kernel weights and held-in decision values"
-    )
+        f"{rep.ess_bulk_min:.0f} over all kernel weights and "
+        + ("held-in decision values" if hasattr(clf, "classes_")
+           else "training function values, c and epsilon")
+    )  # fmt: skip
     if not rep.converged:
         print(
             f"warning: not converged (worst: {rep.worst}): do not read the intervals above as "
@@ -113,12 +138,17 @@ def fit_and_report(clf, X_tr, y_tr, X_te, y_te, out: Path, stem: str) -> None:
     t0 = time.perf_counter()
     clf.fit(X_tr, y_tr)
     dt = time.perf_counter() - t0
+    regression = not hasattr(clf, "classes_")
+    what = "a regression" if regression else f"{len(clf.classes_)} classes"
     print(
         f"fitted BM3KL on {X_tr.shape[0]} points, {len(clf.kernel_names_)} kernels, "
-        f"{len(clf.classes_)} classes in {dt:.1f} s"
+        f"{what} in {dt:.1f} s"
     )
     proba = None
-    if X_te is not None:
+    if X_te is not None and regression:
+        print()
+        print_metrics(regression_metrics(clf, X_te, y_te), len(y_te))
+    elif X_te is not None:
         proba = clf.predict_proba(X_te)
         print()
         print_metrics(metrics(y_te, proba, clf.classes_), len(y_te))

@@ -176,3 +176,70 @@ def test_read_csv_string_labels(tmp_path):
     p.write_text("x1,x2,y\n0.5,1,cat\n2,3,dog\n")
     X, y, header = read_csv(p)
     assert X.shape == (2, 2) and y.tolist() == ["cat", "dog"] and header[-1] == "y"
+
+
+def _regression_csvs(tmp_path):
+    """80 training and 30 test rows of scikit-learn's diabetes data (4 features)."""
+    from sklearn.datasets import load_diabetes
+
+    X, y = load_diabetes(return_X_y=True)
+    X = X[:, :4]
+    _write_csv(tmp_path / "reg_train.csv", X[:80], y[:80])
+    _write_csv(tmp_path / "reg_test.csv", X[80:110], y[80:110])
+    return X[:80], y[:80], X[80:110], y[80:110]
+
+
+REG_FIT = ["--num-warmup", "30", "--num-samples", "15", "--chains", "2", "--no-progress"]
+
+
+def test_regression_fit_predict_round_trip(tmp_path, capsys):
+    """``fit --task regression`` fits a BM3KLRegressor (the same draws as in Python), prints
+    regression metrics and saves it; ``predict`` recognises the saved regressor and writes its
+    predictive mean, sd and 90% interval, with RMSE and coverage for a labelled file."""
+    from bayesmkl import BM3KLRegressor
+
+    Xtr, ytr, Xte, yte = _regression_csvs(tmp_path)
+    out = tmp_path / "r"
+    argv = ["fit", str(tmp_path / "reg_train.csv"), "--task", "regression", "--test-size", "0",
+            "--out", str(out), *REG_FIT]  # fmt: skip
+    with pytest.warns(UserWarning):  # 15 sweeps: not converged, and fit says so
+        assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "a numeric target" in printed and "training function values" in printed
+    assert (out / "model.nc").is_file() and (out / "kernel_weights.png").is_file()
+    rc = main(["predict", str(out / "model.nc"), str(tmp_path / "reg_test.csv"), "--has-label",
+               "--out", str(tmp_path / "pred.csv")])  # fmt: skip
+    assert rc == 0
+    with open(tmp_path / "pred.csv") as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0] == ["mean", "sd", "lower_90", "upper_90"] and len(rows) == 31
+    got = np.array([[float(v) for v in r] for r in rows[1:]])
+    with pytest.warns(UserWarning):
+        ref = BM3KLRegressor(random_state=0, num_warmup=30, num_samples=15, num_chains=2,
+                             progress_bar=False).fit(Xtr, ytr)  # fmt: skip
+    mean, sd = ref.predict(Xte, return_std=True)
+    np.testing.assert_array_equal(got[:, 0], mean)
+    np.testing.assert_array_equal(got[:, 1], sd)
+    np.testing.assert_array_equal(got[:, 2:], ref.predict_interval(Xte, 0.9))
+    err = capsys.readouterr().err
+    rmse = np.sqrt(np.mean((mean - yte) ** 2))
+    assert f"RMSE on the labelled rows: {rmse:.6g}" in err
+
+
+def test_regression_options_refused_where_they_do_not_apply(tmp_path, capsys):
+    """Classification-only options with --task regression, --epsilon without it, and a target
+    that is not a number each end in one clear line and exit status 2, before any fit."""
+    _regression_csvs(tmp_path)
+    data = str(tmp_path / "reg_train.csv")
+    cases = [
+        (["--task", "regression", "--gamma0", "5"], "--gamma0: classification only"),
+        (["--task", "regression", "--calibration", "cv"], "--calibration: classification only"),
+        (["--epsilon", "0.5"], "--epsilon: regression only"),
+    ]
+    for extra, match in cases:
+        assert main(["fit", data, "--out", str(tmp_path / "x"), *extra, *REG_FIT]) == 2
+        assert match in capsys.readouterr().err
+    (tmp_path / "bad.csv").write_text("1,2,3.5\n4,5,high\n")
+    assert main(["fit", str(tmp_path / "bad.csv"), "--task", "regression"]) == 2
+    assert "target of data row 2 is not a number: 'high'" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()  # refused before the output directory was made
