@@ -47,13 +47,18 @@ TASKS = ("classification", "regression")
 CALIBRATIONS = ("loo", "cv", "none")
 
 
-def _num_samples(text: str):
-    if text == "auto":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer or 'auto'; got {text!r}") from None
+def _or_auto(cast, what: str):
+    """An argparse ``type``: the word ``auto``, or ``cast(text)`` (``what`` names it in errors)."""
+
+    def parse(text: str):
+        if text == "auto":
+            return text
+        try:
+            return cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what} or 'auto'; got {text!r}") from None
+
+    return parse
 
 
 def _add_sampler_args(p, *, chains_default: int, max_time_default=None) -> None:
@@ -67,7 +72,7 @@ def _add_sampler_args(p, *, chains_default: int, max_time_default=None) -> None:
     )
     g.add_argument(
         "--num-samples",
-        type=_num_samples,
+        type=_or_auto(int, "an integer"),
         default="auto",
         metavar="N",
         help="sweeps kept per chain, or 'auto' (default): until R-hat <= 1.01 and bulk ESS "
@@ -128,15 +133,6 @@ def _add_sampler_args(p, *, chains_default: int, max_time_default=None) -> None:
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
-def _epsilon(text: str):
-    if text == "auto":
-        return text
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
-
-
 def _add_choice(parser, flag: str, choices: tuple, text: str) -> None:
     """Add ``flag`` taking one of ``choices``; the first is the default, named in the help."""
     parser.add_argument(
@@ -190,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--epsilon",
-        type=_epsilon,
+        type=_or_auto(float, "a number"),
         default=None,
         metavar="E",
         help="--task regression: half-width ε of the insensitive tube in the target's units, "

@@ -248,7 +248,8 @@ def _target_rows(reg, X, y, path):
         return header, rows, None
     rmse = float(np.sqrt(np.mean((mean - y) ** 2)))
     cover = float(np.mean((lo <= y) & (y <= hi)))
-    return header, rows, f"RMSE on the labelled rows: {rmse:.6g}; 90% interval coverage: {cover:.3f}"
+    summary = f"RMSE on the labelled rows: {rmse:.6g}; 90% interval coverage: {cover:.3f}"
+    return header, rows, summary
 
 
 def cmd_predict(args) -> int:

@@ -146,18 +146,38 @@ def bm3kl_paper(Xtr, ytr, Xte, args, seed):
     return {"BM3KL paper": (clf.predict_proba(Xte), time.perf_counter() - t0)}, run_info(clf)
 
 
+def psis_training_draws(clf, ytr):
+    """Training decision draws of a fitted classifier and their PSIS-LOO weights.
+
+    Returns ``F (S, N, C)``, the label codes ``(N,)``, the log importance weights ``(S, N)`` of
+    each point's leave-one-out posterior (ratios ``1/L_i`` of its pseudo-likelihood factor,
+    Pareto-smoothed) and the Pareto k̂ of each point.
+    """
+    from bayesmkl._x64 import x64_scope
+    from bayesmkl.baselines._base import validate_labels
+    from bayesmkl.likelihood import log_pseudo_likelihood_terms
+    from bayesmkl.loo import psis_log_weights
+    from bayesmkl.model import signed_targets
+    from bayesmkl.predict import draw_decision_values
+
+    K = clf.kernel_input_.pool.train_kernels()
+    w, a, b = clf._flat_draws()
+    F = np.asarray(draw_decision_values(w, a, b, K))  # (S, N, C)
+    _, codes = validate_labels(ytr, len(ytr))
+    delta = np.asarray(signed_targets(codes, len(clf.classes_), clf.binary_mode))
+    with x64_scope():  # a low-level function: bayesmkl's entry points alone scope 64-bit JAX
+        terms = log_pseudo_likelihood_terms(np.swapaxes(F, 1, 2), delta[None], clf.gamma0_)
+        log_lik = np.asarray(terms).sum(axis=1)  # (S, N)
+    log_w, khat = psis_log_weights(log_lik)
+    return F, codes, log_w, khat
+
+
 def bm3kl_family(Xtr, ytr, Xte, args, seed):
     """One BM3KL fit → probabilities of the calibrated, raw and PSIS-LOO-calibrated rules."""
     import copy
 
     from bayesmkl import BM3KLClassifier
-    from bayesmkl._x64 import x64_scope
-    from bayesmkl.baselines._base import validate_labels
     from bayesmkl.calibration import fit_calibrator
-    from bayesmkl.likelihood import log_pseudo_likelihood_terms
-    from bayesmkl.loo import psis_log_weights
-    from bayesmkl.model import signed_targets
-    from bayesmkl.predict import draw_decision_values
 
     clf = BM3KLClassifier(**bm3kl_params(args, seed))
     t0 = time.perf_counter()
@@ -169,16 +189,8 @@ def bm3kl_family(Xtr, ytr, Xte, args, seed):
     raw = copy.deepcopy(clf).set_params(calibration=None)
     out["BM3KL raw"] = (raw.predict_proba(Xte), fit_s)
 
-    # the rejected no-refit design: PSIS-LOO weights from the pseudo-likelihood factor
-    K = clf.kernel_input_.pool.train_kernels()
-    w, a, b = clf._flat_draws()
-    F = np.asarray(draw_decision_values(w, a, b, K))  # (S, N, C)
-    _, codes = validate_labels(ytr, len(ytr))
-    delta = np.asarray(signed_targets(codes, len(clf.classes_), clf.binary_mode))
-    with x64_scope():  # a low-level function: bayesmkl's entry points alone scope 64-bit JAX
-        terms = log_pseudo_likelihood_terms(np.swapaxes(F, 1, 2), delta[None], clf.gamma0_)
-        log_lik = np.asarray(terms).sum(axis=1)  # (S, N)
-    log_w, khat = psis_log_weights(log_lik)
+    # PSIS-LOO weights from the pseudo-likelihood factor (the estimator's "loo" map, refitted)
+    F, codes, log_w, khat = psis_training_draws(clf, ytr)
     cal = fit_calibrator([F], [codes], gamma0=clf.gamma0_, log_weights=[log_w], n_folds=1)
     P = np.exp(cal.log_proba_draws(clf.decision_draws(Xte))).mean(axis=0)
     out["BM3KL psis"] = (P, fit_s)

@@ -29,7 +29,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _resume import UnitStore, tiny_data, write_atomic  # noqa: E402
-from calibration import metrics  # noqa: E402
+from calibration import metrics, psis_training_draws  # noqa: E402
 
 DATASETS = ("sonar", "ionosphere", "breast", "wine", "heart", "liver", "pima", "glass")
 BOUNDS = ("raw slope", 10.0, 20.0, 50.0, 1000.0)
@@ -43,33 +43,21 @@ def gamma_for_bound(t_max: float) -> float:
 
 def one_split(Xtr, ytr, Xte, yte, seed) -> dict:
     from bayesmkl import BM3KLClassifier
-    from bayesmkl._x64 import x64_scope
-    from bayesmkl.baselines._base import validate_labels
     from bayesmkl.calibration import fit_calibrator
-    from bayesmkl.likelihood import log_pseudo_likelihood_terms
-    from bayesmkl.loo import psis_log_weights
-    from bayesmkl.model import signed_targets
-    from bayesmkl.predict import draw_decision_values
 
     clf = BM3KLClassifier(random_state=seed, progress_bar=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         clf.fit(Xtr, ytr)
-    K = clf.kernel_input_.pool.train_kernels()
-    w, a, b = clf._flat_draws()
-    F = np.asarray(draw_decision_values(w, a, b, K))  # (S, N, C)
-    _, codes = validate_labels(ytr, len(ytr))
-    delta = np.asarray(signed_targets(codes, len(clf.classes_), clf.binary_mode))
-    with x64_scope():
-        terms = log_pseudo_likelihood_terms(np.swapaxes(F, 1, 2), delta[None], clf.gamma0_)
-        log_lik = np.asarray(terms).sum(axis=1)
-    log_w, _ = psis_log_weights(log_lik)
+    F, codes, log_w, _ = psis_training_draws(clf, ytr)
     F_te = clf.decision_draws(Xte)
     te_codes = np.searchsorted(clf.classes_, yte)
     out = {"converged": bool(clf.run_report_.converged)}
     for bound in BOUNDS:
         g = clf.gamma0_ if bound == "raw slope" else gamma_for_bound(float(bound))
-        cal = fit_calibrator([F], [codes], gamma0=g, log_weights=[log_w], n_folds=0)
+        # the Platt pair: the estimator's binary map when these results were recorded
+        cal = fit_calibrator([F], [codes], gamma0=g, log_weights=[log_w], n_folds=0,
+                             fit_intercept=True)  # fmt: skip
         P = np.exp(cal.log_proba_draws(F_te)).mean(axis=0)
         out[str(bound)] = {**metrics(P, te_codes), "T": cal.temperature,
                            "loo_logloss": cal.oof_log_loss}  # fmt: skip

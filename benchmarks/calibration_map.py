@@ -46,7 +46,7 @@ RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 from _resume import UnitStore, tiny_data, write_atomic  # noqa: E402
-from calibration import DATASETS, METRICS, metrics  # noqa: E402
+from calibration import DATASETS, METRICS, metrics, psis_training_draws  # noqa: E402
 
 VARIANTS = ("Tβ", "T", "Tβc", "raw")
 
@@ -91,12 +91,6 @@ def fit_map(F, codes, log_w, variant, t_max):
 
 def unit(X, y, tr, te, seed):
     from bayesmkl import BM3KLClassifier
-    from bayesmkl._x64 import x64_scope
-    from bayesmkl.baselines._base import validate_labels
-    from bayesmkl.likelihood import log_pseudo_likelihood_terms
-    from bayesmkl.loo import psis_log_weights
-    from bayesmkl.model import signed_targets
-    from bayesmkl.predict import draw_decision_values
 
     Xtr, Xte, ytr, yte = X[tr], X[te], y[tr], y[te]
     codes_te = np.searchsorted(np.unique(ytr), yte)
@@ -106,15 +100,7 @@ def unit(X, y, tr, te, seed):
         warnings.simplefilter("ignore")
         clf.fit(Xtr, ytr)
     fit_s = time.perf_counter() - t0
-    K = clf.kernel_input_.pool.train_kernels()
-    w, a, b = clf._flat_draws()
-    F = np.asarray(draw_decision_values(w, a, b, K))
-    _, codes = validate_labels(ytr, len(ytr))
-    delta = np.asarray(signed_targets(codes, len(clf.classes_), clf.binary_mode))
-    with x64_scope():
-        terms = log_pseudo_likelihood_terms(np.swapaxes(F, 1, 2), delta[None], clf.gamma0_)
-        log_lik = np.asarray(terms).sum(axis=1)
-    log_w, _ = psis_log_weights(log_lik)
+    F, codes, log_w, _ = psis_training_draws(clf, ytr)
     log_w = log_w - logsumexp(log_w, axis=0, keepdims=True)
     t_max = 2.0 + 2.0 * float(np.sqrt(1.0 + 2.0 * clf.gamma0_))
     F_te = clf.decision_draws(Xte)

@@ -59,8 +59,8 @@ def test_hyper_parameter_defaults_agree_everywhere():
     NumPyro kernel (the paper's, ``Hyper``'s), and in the classifier's and the CLI's as ``None``,
     which means the named ``prior``'s value (``PRIORS``); the CLI (which must not import JAX to
     build its parser) names the same priors and offers every hyper-parameter."""
-    from bayesmkl._fitting import resolve_hyper
     from bayesmkl._cli_parser import HYPER_OPTIONS, PRIOR_NAMES, build_parser
+    from bayesmkl._fitting import resolve_hyper
     from bayesmkl.inference.sampler import BM3KL
     from bayesmkl.model import PRIORS, Hyper
 
