@@ -140,6 +140,25 @@ class UnitStore:
             print(f"stopping after {self.added} unit(s) ({STOP_AFTER_ENV})", flush=True)
             sys.exit(STOPPED)
 
+    def merge(self, path) -> int:
+        """Add the finished units of another results file of the same configuration (e.g. one
+        written by a second process that ran other data sets) and write this file.
+
+        A unit already here is kept (never overwritten). Returns the number of units added;
+        raises ``SystemExit`` when the other file holds another configuration.
+        """
+        other = json.loads(Path(path).read_text())
+        if other.get("unit_config") != self.config:
+            raise SystemExit(
+                f"{path} holds units of another configuration ({other.get('unit_config')}); "
+                f"cannot merge them into {self.path}"
+            )
+        new = {k: v for k, v in other.get("units", {}).items() if k not in self.units}
+        self.units.update(new)
+        self.save()
+        print(f"merged {len(new)} unit(s) from {path}", flush=True)
+        return len(new)
+
     def save(self, **extra) -> None:
         """Write config, units and ``extra`` (e.g. the summary) atomically."""
         self.extra.update(extra)

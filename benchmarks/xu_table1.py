@@ -30,7 +30,8 @@ synthetic rows, no shared data needed) is for smoke runs.
 Resumable (``benchmarks/_resume.py``): every finished unit — data set × split × method: its CV
 and its refit — is written to the JSON at once (atomically), with the package commit and the
 load average; a restart with the same settings skips the units already there (``--fresh``
-starts over).
+starts over). Two processes may share the work by data set, each with its own ``--out``; a
+later run with ``--merge OTHER.json`` takes the other's units into its own file.
 
 Usage::
 
@@ -523,6 +524,11 @@ def main(argv=None):
     ap.add_argument("--out", default=str(RESULTS / "xu_table1"), help="output path stem")
     ap.add_argument("--fresh", action="store_true", help="ignore the units already in the JSON")
     ap.add_argument("--render", metavar="JSON", help="only re-write the .md of a saved .json")
+    ap.add_argument(
+        "--merge", action="append", default=[], metavar="JSON",
+        help="first add the finished units of this results file (same configuration; e.g. "
+        "written by a second process on other data sets with another --out); repeatable",
+    )  # fmt: skip
     args = ap.parse_args(argv)
     if args.render:
         path = Path(args.render)
@@ -564,6 +570,8 @@ def main(argv=None):
     skip = ("methods", "n_jobs", "splits")  # they do not change a unit's result
     unit_config = _jsonable({k: v for k, v in cfg.items() if k not in skip})
     store = UnitStore(out.with_suffix(".json"), unit_config, fresh=args.fresh)
+    for other in args.merge:
+        store.merge(other)
     t_all = time.perf_counter()
     for name in datasets:
         X, y = load(name)

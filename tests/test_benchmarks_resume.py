@@ -180,6 +180,28 @@ def test_other_configuration_is_refused(tmp_path):
     assert fresh.returncode == 0, fresh.stderr
 
 
+def test_units_of_a_second_process_merge(tmp_path):
+    """Two processes split the data sets, each with its own file; ``--merge`` takes the other
+    file's units (kept as they were, never redone) and the table covers both; a file of another
+    configuration is refused."""
+    args = ["--quick", "--methods", "AveKernel", "--n-jobs", "1", "--splits", "1"]
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert _run("xu_table1.py", [*args, "--datasets", "tiny", "--out", str(b)],
+                tmp_path).returncode == 0  # fmt: skip
+    other = json.loads(b.with_suffix(".json").read_text())["units"]
+    merged = _run("xu_table1.py", [*args, "--datasets", "tiny", "--out", str(a), "--merge",
+                                   str(b.with_suffix(".json"))], tmp_path)  # fmt: skip
+    assert merged.returncode == 0, merged.stderr
+    assert "merged 1 unit(s)" in merged.stdout
+    final = json.loads(a.with_suffix(".json").read_text())
+    assert final["units"] == other  # taken over, not recomputed
+    assert len(final["results"]["tiny"]["AveKernel"]["accs"]) == 1
+    wrong = _run("xu_table1.py", [*args, "--folds", "2", "--datasets", "tiny", "--out",
+                                  str(tmp_path / "c"), "--merge", str(b.with_suffix(".json"))],
+                 tmp_path)  # fmt: skip
+    assert wrong.returncode != 0 and "cannot merge" in wrong.stderr
+
+
 @pytest.mark.parametrize("bad", ["", "{not json", '{"benchmark": "written before issue 22"}'])
 def test_unreadable_or_old_results_start_over(tmp_path, bad):
     from _resume import UnitStore
