@@ -11,7 +11,10 @@ on the same PSIS-LOO-weighted training draws (no refit; only the map differs):
 * ``T``: temperature only — binary ``(0, T·f)``: predictions are the raw rule's sign(f);
 * ``Tβc``: temperature and one intercept per class (``T·f_c + β_c``, β_0 = 0) for multiclass;
   binary as ``Tβ``;
-* ``raw``: the paper's softmax(ψ(f)) rule, no map.
+* ``Tψ``: a temperature on the raw rule's score, logits ``T·ψ(f)`` with
+  ψ(f) = 2f + 2s·clip(f, −1, 1), s = √(1 + 2γ0), and T ≤ 1 (never sharper than the raw rule):
+  the score's kink at the margin kept, its scale fitted;
+* ``raw``: the paper's softmax(ψ(f)) rule, no map (``Tψ`` at T = 1).
 
 Every map minimises the same objective as the estimator's ``calibration="loo"`` (the weighted
 mean leave-one-out log-loss of the training points, PSIS weights of the pseudo-likelihood
@@ -48,11 +51,17 @@ sys.path.insert(0, str(HERE))
 from _resume import UnitStore, tiny_data, write_atomic  # noqa: E402
 from calibration import DATASETS, METRICS, metrics, psis_training_draws  # noqa: E402
 
-VARIANTS = ("Tβ", "T", "Tβc", "raw")
+VARIANTS = ("Tβ", "T", "Tβc", "Tψ", "raw")
+
+
+def _psi(F, gamma0):
+    s = np.sqrt(1.0 + 2.0 * gamma0)
+    return 2.0 * F + 2.0 * s * np.clip(F, -1.0, 1.0)
 
 
 def _logits(F, theta, variant):
-    """Logits ``(S, M, K)`` of decision draws ``F (S, M, C)`` under a map's parameters."""
+    """Logits ``(S, M, K)`` of decision draws ``F (S, M, C)`` under a map's parameters
+    (``Tψ``: ``F`` holds ψ(f), not f)."""
     T = theta[0]
     if F.shape[-1] == 1:
         beta = theta[1] if variant in ("Tβ", "Tβc") else 0.0
@@ -112,8 +121,10 @@ def unit(X, y, tr, te, seed):
             P = copy.deepcopy(clf).set_params(calibration=None).predict_proba(Xte)
             theta, loo = np.array([]), float("nan")
         else:
-            theta, loo = fit_map(F, codes, log_w, v, t_max)
-            P = np.exp(log_softmax(_logits(F_te, theta, v), axis=-1)).mean(axis=0)
+            psi = v == "Tψ"
+            Ftr, Fte = (_psi(F, clf.gamma0_), _psi(F_te, clf.gamma0_)) if psi else (F, F_te)
+            theta, loo = fit_map(Ftr, codes, log_w, v, 1.0 if psi else t_max)
+            P = np.exp(log_softmax(_logits(Fte, theta, v), axis=-1)).mean(axis=0)
         rows[v] = metrics(P, codes_te)
         params[v] = {"theta": [float(t) for t in theta], "loo_logloss": loo}
     return {
@@ -152,8 +163,9 @@ def write_markdown(summary: dict, path: Path, splits: int) -> None:
         "One default `BM3KLClassifier` fit per data set × split (the splits and seeds of "
         "`calibration.py`); every map fitted on the same PSIS-LOO-weighted training draws. "
         "`Tβ` is the estimator's map (binary: Platt pair; multiclass: temperature), `T` "
-        "temperature only, `Tβc` temperature and per-class intercepts, `raw` the paper's "
-        "softmax(ψ(f)). Means over splits; Δ = variant − `Tβ`, paired over splits (SE).",
+        "temperature only, `Tβc` temperature and per-class intercepts, `Tψ` a temperature "
+        "T ≤ 1 on the raw rule's score ψ(f), `raw` the paper's softmax(ψ(f)). Means over "
+        "splits; Δ = variant − `Tβ`, paired over splits (SE).",
         "",
     ]
     for metric in ("acc", "logloss", "ece", "brier"):
