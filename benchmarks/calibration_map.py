@@ -191,6 +191,8 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(RESULTS / "calibration_map"))
     p.add_argument("--fresh", action="store_true")
+    p.add_argument("--merge", action="append", default=[], metavar="JSON",
+                   help="first add the units of another results file (same configuration)")
     args = p.parse_args(argv)
     import jax
     from sklearn.model_selection import StratifiedShuffleSplit
@@ -203,6 +205,8 @@ def main(argv=None) -> int:
     out = Path(args.out)
     store = UnitStore(out.with_suffix(".json"), {"splits": args.splits, "seed": args.seed},
                       fresh=args.fresh)  # fmt: skip
+    for other in args.merge:
+        store.merge(other)
     for ds in datasets:
         keys = [store.key(ds, f"split {k}") for k in range(args.splits)]
         if all(store.done(k) for k in keys):
