@@ -4,8 +4,8 @@ Sub-commands
 ------------
 ``bayesmkl demo``
     Fit BM³KL on scikit-learn's bundled breast-cancer data (stratified 70/30 split, seed 0,
-    the 16-kernel pool, paper defaults with 2 chains), print test metrics, kernel weights and
-    ESS/R-hat, and write figures (PNG) and the fit (netCDF).
+    the 16-kernel pool, the default prior and 4 chains run until converged), print test
+    metrics, kernel weights and ESS/R-hat, and write figures (PNG) and the fit (netCDF).
 ``bayesmkl fit DATA.csv``
     Fit on any CSV whose last column is the label (``--task regression``: a numeric target,
     fitted by :class:`~bayesmkl.BM3KLRegressor`); print test metrics; save the model.
