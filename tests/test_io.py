@@ -11,7 +11,7 @@ import xarray as xr
 from test_estimator import SMALL, small_data
 
 from bayesmkl import BM3KLClassifier, KernelPool
-from bayesmkl.io import pool_from_state, pool_to_state, save
+from bayesmkl.io import pool_from_state, pool_to_state, save, saved_estimator
 
 load = BM3KLClassifier.load  # io.read + _set_fitted (bayesmkl.io does not import the estimator)
 
@@ -119,23 +119,25 @@ def test_kernelpool_parameter_is_saved(fitted, tmp_path):
     assert back.kernels.names == clf.kernels.names and back.kernels.n_features == 30
 
 
-def test_load_errors(tmp_path):
+@pytest.mark.parametrize("reader", [load, saved_estimator], ids=["load", "saved_estimator"])
+def test_load_errors(tmp_path, reader):
     with pytest.raises(FileNotFoundError, match="no such model file"):
-        load(tmp_path / "missing.nc")
+        reader(tmp_path / "missing.nc")
     bad = tmp_path / "bad.nc"
     bad.write_text("not a netCDF file")
     with pytest.raises(ValueError, match="not a readable netCDF"):
-        load(bad)
+        reader(bad)
     other = tmp_path / "other.nc"
     xr.Dataset({"x": ("i", np.arange(3))}).to_netcdf(other, engine="h5netcdf")
     with pytest.raises(ValueError, match="not a saved bayesmkl model"):
-        load(other)
+        reader(other)
 
 
 def test_a_classifier_file_is_not_loaded_as_a_regressor(fitted, tmp_path):
     from bayesmkl import BM3KLRegressor
 
     fitted.save(tmp_path / "clf.nc")
+    assert saved_estimator(tmp_path / "clf.nc") == "BM3KLClassifier"
     with pytest.raises(ValueError, match="holds a fitted BM3KLClassifier; load it with "
                                          "BM3KLClassifier.load"):  # fmt: skip
         BM3KLRegressor.load(tmp_path / "clf.nc")

@@ -178,9 +178,11 @@ def test_load_refuses_the_other_estimator_and_a_stripped_checksum(fitted, tmp_pa
     import h5py
 
     from bayesmkl import BM3KLClassifier
+    from bayesmkl.io import saved_estimator
 
     path = tmp_path / "reg.nc"
     fitted.save(path)
+    assert saved_estimator(path) == "BM3KLRegressor"
     with pytest.raises(ValueError, match="holds a fitted BM3KLRegressor; load it with "
                                          "BM3KLRegressor.load"):  # fmt: skip
         BM3KLClassifier.load(path)
