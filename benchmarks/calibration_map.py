@@ -191,8 +191,13 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(RESULTS / "calibration_map"))
     p.add_argument("--fresh", action="store_true")
-    p.add_argument("--merge", action="append", default=[], metavar="JSON",
-                   help="first add the units of another results file (same configuration)")
+    p.add_argument(
+        "--merge",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="first add the units of another results file (same configuration)",
+    )
     args = p.parse_args(argv)
     import jax
     from sklearn.model_selection import StratifiedShuffleSplit

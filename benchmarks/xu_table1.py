@@ -430,6 +430,21 @@ def _fmt(mean, std):
     return f"{mean:.2f} ± {std:.2f}" if np.isfinite(std) else f"{mean:.2f}"
 
 
+def _summarise_into(report, name, X, y, per_split, infos, methods) -> None:
+    """Put the summary of one data set's finished splits into ``report``."""
+    report["data"][name] = dict(
+        n=int(len(y)),
+        d=int(X.shape[1]),
+        P=infos[0]["P"],
+        n_train=infos[0]["n_train"],
+        n_test=infos[0]["n_test"],
+        kernel_time=[i["kernel_time"] for i in infos],
+        cv_time=[i["cv_time"] for i in infos],
+    )
+    report["results"][name] = summarise(per_split, methods)
+    report["splits_done"][name] = len(per_split)
+
+
 def write_markdown(path: Path, report: dict) -> None:
     cfg, methods = report["config"], report["config"]["methods"]
     lines = [
@@ -456,10 +471,22 @@ def write_markdown(path: Path, report: dict) -> None:
         "training part (precomputed kernels, one process; CV and kernel computation excluded) "
         f"on {report['environment']['machine']}; published = Table II (MATLAB + LibSVM, CPU s).",
         "",
-        f"Total wall time {report.get('total_wall_time_s', float('nan')):.0f} s"
+        "Wall time of the run that wrote this "
+        f"{report.get('total_wall_time_s', float('nan')):.0f} s"
         + _load_note(report["environment"])
         + "".join(f" {n}" for n in report.get("notes", [])),
         "",
+    ]
+    done = report.get("splits_done", {})
+    partial = {n: k for n, k in done.items() if k < cfg["splits"]}
+    if partial:
+        lines += [
+            "**Partial**: "
+            + ", ".join(f"{n} {k} of {cfg['splits']} splits" for n, k in partial.items())
+            + " finished (the means below are over those); the run resumes unit by unit.",
+            "",
+        ]
+    lines += [
         "## Test accuracy (%)",
         "",
         "| data | " + " | ".join(methods) + " |",
@@ -525,6 +552,10 @@ def main(argv=None):
     ap.add_argument("--fresh", action="store_true", help="ignore the units already in the JSON")
     ap.add_argument("--render", metavar="JSON", help="only re-write the .md of a saved .json")
     ap.add_argument(
+        "--summary-only", action="store_true",
+        help="write the summary and .md from the finished splits in the JSON; compute nothing",
+    )  # fmt: skip
+    ap.add_argument(
         "--merge", action="append", default=[], metavar="JSON",
         help="first add the finished units of this results file (same configuration; e.g. "
         "written by a second process on other data sets with another --out); repeatable",
@@ -573,28 +604,24 @@ def main(argv=None):
     for other in args.merge:
         store.merge(other)
     t_all = time.perf_counter()
+    report["splits_done"] = {}
     for name in datasets:
         X, y = load(name)
         per_split, infos = [], []
         for split in range(cfg["splits"]):
+            keys = [store.key(name, f"split {split}", m) for m in methods]
+            if args.summary_only and not all(store.done(k) for k in keys):
+                continue  # summarise what is finished; compute nothing
             res, info = run_split(name, X, y, split, methods, cfg, args.seed, args.n_jobs, store)
             per_split.append(res)
             infos.append(info)
-        report["data"][name] = dict(
-            n=int(len(y)),
-            d=int(X.shape[1]),
-            P=infos[0]["P"],
-            n_train=infos[0]["n_train"],
-            n_test=infos[0]["n_test"],
-            kernel_time=[i["kernel_time"] for i in infos],
-            cv_time=[i["cv_time"] for i in infos],
-        )
-        report["results"][name] = summarise(per_split, methods)
-    report["total_wall_time_s"] = time.perf_counter() - t_all
-    report["environment"]["loadavg_end"] = list(os.getloadavg())
-    store.save(**_jsonable(report))  # strict JSON: no NaN or inf
-    write_markdown(out.with_suffix(".md"), report)
-    print(f"wrote {out.with_suffix('.json')} and .md in {report['total_wall_time_s']:.0f} s")
+            # publish after every split, so that a run stopped later leaves its table
+            _summarise_into(report, name, X, y, per_split, infos, methods)
+            report["total_wall_time_s"] = time.perf_counter() - t_all
+            report["environment"]["loadavg_end"] = list(os.getloadavg())
+            store.save(**_jsonable(report))  # strict JSON: no NaN or inf
+            write_markdown(out.with_suffix(".md"), report)
+    print(f"wrote {out.with_suffix('.json')} and .md in {time.perf_counter() - t_all:.0f} s")
 
 
 if __name__ == "__main__":

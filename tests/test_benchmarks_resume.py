@@ -74,6 +74,31 @@ def test_xu_table1_resumes(tmp_path):
     )  # fmt: skip
     res = final["results"]["tiny"]
     assert len(res["AveKernel"]["accs"]) == 2 and len(res["L2MKL"]["accs"]) == 2
+    assert final["splits_done"] == {"tiny": 2}
+    assert "**Partial**" not in (tmp_path / "res.md").read_text()
+
+
+def test_xu_table1_publishes_finished_splits(tmp_path):
+    """A run stopped in its second split has already written the first split's table, marked
+    partial; ``--summary-only`` rewrites it from the JSON without computing a unit."""
+    from _resume import STOPPED
+
+    out = tmp_path / "res"
+    args = ["--quick", "--datasets", "tiny", "--methods", "AveKernel,L2MKL", "--n-jobs", "1",
+            "--out", str(out)]  # fmt: skip
+    first = _run("xu_table1.py", args, tmp_path, stop_after=3)
+    assert first.returncode == STOPPED, first.stderr
+    saved = json.loads(out.with_suffix(".json").read_text())
+    assert saved["splits_done"] == {"tiny": 1} and len(saved["units"]) == 3
+    assert len(saved["results"]["tiny"]["AveKernel"]["accs"]) == 1
+    md = out.with_suffix(".md")
+    assert "**Partial**: tiny 1 of 2 splits finished" in md.read_text()
+    md.unlink()
+    again = _run("xu_table1.py", [*args, "--summary-only"], tmp_path, stop_after=1)
+    assert again.returncode == 0, again.stderr  # stop_after=1: it would stop had it computed
+    after = json.loads(out.with_suffix(".json").read_text())
+    assert after["units"] == saved["units"] and after["splits_done"] == {"tiny": 1}
+    assert "**Partial**: tiny 1 of 2 splits finished" in md.read_text()
 
 
 def test_calibration_resumes(tmp_path):
