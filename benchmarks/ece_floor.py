@@ -1,0 +1,167 @@
+"""Benchmark: how much of a test ECE is binning noise (issue 22's ECE line).
+
+Top-label ECE with 15 bins on 60–230 test points is positive even for perfectly calibrated
+probabilities, and by how much depends on how the confidences spread over the bins: a method
+whose confidences sit in one bin shows less noise than one that spreads them. This script fits
+the default ``BM3KLClassifier`` and the tuned SVC of ``calibration.py`` on the same splits and
+seeds, and for each method's test probabilities computes
+
+* ``ece``: the test ECE (as in ``calibration.py``);
+* ``floor``: the mean ECE over ``--draws`` label sets drawn from the method's own probabilities,
+  i.e. what a perfectly calibrated predictor with exactly these confidences would show on this
+  many points (with its Monte Carlo standard error);
+* ``excess``: ``ece − floor``, the part the binning noise does not explain.
+
+Usage::
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/ece_floor.py [--datasets heart,sonar]
+
+Writes ``benchmarks/results/ece_floor.{json,md}``; resumable (one unit per data set × split).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+from _resume import UnitStore, tiny_data, write_atomic  # noqa: E402
+from calibration import baseline, ece_top_label  # noqa: E402
+
+METHODS = ("BM3KL", "SVC")
+
+
+def ece_floor(proba, n_draws: int, seed: int) -> tuple[float, float]:
+    """Mean and Monte Carlo SE of the ECE when the labels are drawn from ``proba`` itself."""
+    rng = np.random.default_rng(seed)
+    cum = np.cumsum(proba, axis=1)
+    eces = []
+    for _ in range(n_draws):
+        u = rng.uniform(size=(len(proba), 1))
+        codes = np.minimum((u > cum).sum(axis=1), proba.shape[1] - 1)
+        eces.append(ece_top_label(proba, codes))
+    eces = np.asarray(eces)
+    return float(eces.mean()), float(eces.std(ddof=1) / np.sqrt(n_draws))
+
+
+def unit(X, y, tr, te, seed, n_draws):
+    from bayesmkl import BM3KLClassifier
+
+    Xtr, Xte, ytr, yte = X[tr], X[te], y[tr], y[te]
+    codes = np.searchsorted(np.unique(ytr), yte)
+    t0 = time.perf_counter()
+    clf = BM3KLClassifier(random_state=seed, progress_bar=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf.fit(Xtr, ytr)
+    probas = {"BM3KL": clf.predict_proba(Xte), "SVC": baseline("SVC", Xtr, ytr, Xte, seed)[0]}
+    out = {}
+    for m, P in probas.items():
+        floor, se = ece_floor(P, n_draws, seed)
+        ece = ece_top_label(P, codes)
+        out[m] = {"ece": ece, "floor": floor, "floor_se": se, "excess": ece - floor}
+    out["wall_s"] = time.perf_counter() - t0
+    return out
+
+
+def summarise(units: dict, datasets, splits) -> dict:
+    out = {}
+    for ds in datasets:
+        us = [units[k]["result"] for k in (f"{ds} | split {s}" for s in range(splits))
+              if k in units]  # fmt: skip
+        if not us:
+            continue
+        out[ds] = {"n_splits": len(us)}
+        for m in METHODS:
+            out[ds][m] = {k: float(np.mean([u[m][k] for u in us]))
+                          for k in ("ece", "floor", "excess")}  # fmt: skip
+        for k in ("ece", "floor", "excess"):
+            d = np.array([u["BM3KL"][k] - u["SVC"][k] for u in us])
+            se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
+            out[ds][k + "_diff"] = [float(d.mean()), se]
+    return out
+
+
+def write_markdown(summary: dict, path: Path, splits: int, n_draws: int) -> None:
+    lines = [
+        "# ECE against its binning-noise floor (issue 22)",
+        "",
+        "Default `BM3KLClassifier` and the tuned SVC (`calibration.py`'s grid), the splits and "
+        "seeds of `calibration.py`. ECE: top-label, 15 bins, on the test split. Floor: the "
+        f"mean ECE over {n_draws} label sets drawn from the method's own test probabilities "
+        "(a perfectly calibrated predictor with these confidences). Excess = ECE − floor. "
+        "Means over splits; Δ = BM3KL − SVC, paired over splits (SE).",
+        "",
+        "| data set | splits | ECE BM3KL | ECE SVC | Δ ECE (SE) | floor BM3KL | floor SVC | "
+        "Δ floor (SE) | excess BM3KL | excess SVC | Δ excess (SE) |",
+        "|---" * 11 + "|",
+    ]
+    for ds, s in summary.items():
+        cells = [f"{s['n_splits']}/{splits}"]
+        for k in ("ece", "floor", "excess"):
+            d, se = s[k + "_diff"]
+            cells += [f"{s['BM3KL'][k]:.3f}", f"{s['SVC'][k]:.3f}", f"{d:+.3f} ({se:.3f})"]
+        lines.append(f"| {ds} | " + " | ".join(cells) + " |")
+    write_atomic(path, "\n".join(lines) + "\n")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--datasets", default="heart,ionosphere,sonar,breast")
+    p.add_argument("--splits", type=int, default=5)
+    p.add_argument("--draws", type=int, default=200, help="label sets per floor")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=str(RESULTS / "ece_floor"))
+    p.add_argument("--fresh", action="store_true")
+    args = p.parse_args(argv)
+    import jax
+    from sklearn.model_selection import StratifiedShuffleSplit
+
+    from bayesmkl.datasets import load_uci
+    from bayesmkl.estimator import enable_compilation_cache
+
+    enable_compilation_cache()
+    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    out = Path(args.out)
+    config = {"splits": args.splits, "seed": args.seed, "draws": args.draws}
+    store = UnitStore(out.with_suffix(".json"), config, fresh=args.fresh)
+    for ds in datasets:
+        keys = [store.key(ds, f"split {k}") for k in range(args.splits)]
+        if all(store.done(k) for k in keys):
+            continue
+        try:
+            X, y = tiny_data() if ds == "tiny" else load_uci(ds)
+        except FileNotFoundError as exc:
+            print(f"skipping {ds}: {exc}")
+            continue
+        splits = list(StratifiedShuffleSplit(args.splits, test_size=0.3,
+                                             random_state=args.seed).split(X, y))  # fmt: skip
+        for k, key in enumerate(keys):
+            if store.done(key):
+                continue
+            tr, te = splits[k]
+            store.add(key, unit(X, y, tr, te, args.seed + k, args.draws))
+            jax.clear_caches()
+            gc.collect()
+            summary = summarise(store.units, datasets, args.splits)
+            store.save(summary=summary)
+            write_markdown(summary, out.with_suffix(".md"), args.splits, args.draws)
+            print(key, flush=True)
+    summary = summarise(store.units, datasets, args.splits)
+    store.save(summary=summary)
+    write_markdown(summary, out.with_suffix(".md"), args.splits, args.draws)
+    print(out.with_suffix(".md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
