@@ -25,7 +25,17 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["STOPPED", "STOP_AFTER_ENV", "UnitStore", "git_commit", "tiny_data", "write_atomic"]
+__all__ = [
+    "STOPPED",
+    "STOP_AFTER_ENV",
+    "UnitStore",
+    "git_commit",
+    "mean_se",
+    "finished_splits",
+    "run_split_units",
+    "tiny_data",
+    "write_atomic",
+]
 
 #: Environment variable: stop after this many units finished by the current process.
 STOP_AFTER_ENV = "BAYESMKL_BENCH_STOP_AFTER"
@@ -164,6 +174,61 @@ class UnitStore:
         self.extra.update(extra)
         payload = {**self.extra, "unit_config": self.config, "units": self.units}
         write_atomic(self.path, json.dumps(payload, indent=1, default=self.default) + "\n")
+
+
+def run_split_units(store: UnitStore, datasets, n_splits: int, seed: int, compute, publish):
+    """Fill ``store`` with one unit per data set × split, skipping the finished ones.
+
+    The splits are ``calibration.py``'s: ``StratifiedShuffleSplit(n_splits, test_size=0.3,
+    random_state=seed)``; the unit of split k is ``compute(X, y, train, test, seed + k)`` under
+    the key ``"<data set> | split k"``. After each unit JAX's caches are cleared (each fit maps
+    memory until then) and ``publish()`` writes the summary. A data set that cannot be loaded
+    is skipped with a message; ``"tiny"`` is :func:`tiny_data`.
+    """
+    import gc
+
+    import jax
+    from sklearn.model_selection import StratifiedShuffleSplit
+
+    from bayesmkl.datasets import load_uci
+
+    for ds in datasets:
+        keys = [store.key(ds, f"split {k}") for k in range(n_splits)]
+        if all(store.done(k) for k in keys):
+            continue
+        try:
+            X, y = tiny_data() if ds == "tiny" else load_uci(ds)
+        except FileNotFoundError as exc:
+            print(f"skipping {ds}: {exc}")
+            continue
+        splitter = StratifiedShuffleSplit(n_splits, test_size=0.3, random_state=seed)
+        for k, ((tr, te), key) in enumerate(zip(splitter.split(X, y), keys, strict=True)):
+            if store.done(key):
+                continue
+            store.add(key, compute(X, y, tr, te, seed + k))
+            jax.clear_caches()
+            gc.collect()
+            print(key, flush=True)
+            publish()
+
+
+def finished_splits(units: dict, datasets, n_splits: int):
+    """Yield ``(data set, results of its finished splits)`` for every data set with at least
+    one finished split (units of :func:`run_split_units`)."""
+    for ds in datasets:
+        keys = (f"{ds} | split {k}" for k in range(n_splits))
+        results = [units[k]["result"] for k in keys if k in units]
+        if results:
+            yield ds, results
+
+
+def mean_se(diffs) -> list[float]:
+    """``[mean, standard error]`` of paired differences (SE nan for fewer than 2)."""
+    import numpy as np
+
+    d = np.asarray(diffs, dtype=float)
+    se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
+    return [float(d.mean()), se]
 
 
 def tiny_data(n: int = 60, d: int = 3, seed: int = 0):

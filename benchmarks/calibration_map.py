@@ -34,7 +34,6 @@ set × split is one unit, written when it ends; a restart skips finished units.
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
 import time
 import warnings
@@ -48,7 +47,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
-from _resume import UnitStore, tiny_data, write_atomic  # noqa: E402
+from _resume import UnitStore, finished_splits, mean_se, run_split_units, write_atomic  # noqa: E402
 from calibration import DATASETS, METRICS, metrics, psis_training_draws  # noqa: E402
 
 VARIANTS = ("Tβ", "T", "Tβc", "Tψ", "raw")
@@ -141,18 +140,13 @@ def unit(X, y, tr, te, seed):
 
 def summarise(units: dict, datasets, splits) -> dict:
     out = {}
-    for ds in datasets:
-        us = [units[k]["result"] for k in (f"{ds} | split {s}" for s in range(splits))
-              if k in units]  # fmt: skip
-        if not us:
-            continue
+    for ds, us in finished_splits(units, datasets, splits):
         out[ds] = {"n_splits": len(us)}
         for v in VARIANTS:
             out[ds][v] = {m: float(np.mean([u["rows"][v][m] for u in us])) for m in METRICS}
             for m in ("acc", "ece", "logloss"):  # paired difference against the default map
-                d = np.array([u["rows"][v][m] - u["rows"]["Tβ"][m] for u in us])
-                se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
-                out[ds][v][m + "_diff"] = [float(d.mean()), se]
+                d = [u["rows"][v][m] - u["rows"]["Tβ"][m] for u in us]
+                out[ds][v][m + "_diff"] = mean_se(d)
     return out
 
 
@@ -199,10 +193,6 @@ def main(argv=None) -> int:
         help="first add the units of another results file (same configuration)",
     )
     args = p.parse_args(argv)
-    import jax
-    from sklearn.model_selection import StratifiedShuffleSplit
-
-    from bayesmkl.datasets import load_uci
     from bayesmkl.estimator import enable_compilation_cache
 
     enable_compilation_cache()
@@ -212,32 +202,14 @@ def main(argv=None) -> int:
                       fresh=args.fresh)  # fmt: skip
     for other in args.merge:
         store.merge(other)
-    for ds in datasets:
-        keys = [store.key(ds, f"split {k}") for k in range(args.splits)]
-        if all(store.done(k) for k in keys):
-            continue
-        try:
-            X, y = tiny_data() if ds == "tiny" else load_uci(ds)
-        except FileNotFoundError as exc:
-            print(f"skipping {ds}: {exc}")
-            continue
-        splits = list(StratifiedShuffleSplit(args.splits, test_size=0.3,
-                                             random_state=args.seed).split(X, y))  # fmt: skip
-        for k, key in enumerate(keys):
-            if store.done(key):
-                continue
-            tr, te = splits[k]
-            store.add(key, unit(X, y, tr, te, args.seed + k))
-            jax.clear_caches()
-            gc.collect()
-            r = store.result(key)["rows"]
-            print(f"{key}: acc {[round(r[v]['acc'], 3) for v in VARIANTS]}", flush=True)
-            summary = summarise(store.units, datasets, args.splits)
-            store.save(summary=summary)
-            write_markdown(summary, out.with_suffix(".md"), args.splits)
-    summary = summarise(store.units, datasets, args.splits)
-    store.save(summary=summary)
-    write_markdown(summary, out.with_suffix(".md"), args.splits)
+
+    def publish():
+        summary = summarise(store.units, datasets, args.splits)
+        store.save(summary=summary)
+        write_markdown(summary, out.with_suffix(".md"), args.splits)
+
+    run_split_units(store, datasets, args.splits, args.seed, unit, publish)
+    publish()
     print(out.with_suffix(".md").read_text())
     return 0
 

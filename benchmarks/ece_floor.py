@@ -22,7 +22,6 @@ Writes ``benchmarks/results/ece_floor.{json,md}``; resumable (one unit per data 
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
 import time
 import warnings
@@ -34,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
-from _resume import UnitStore, tiny_data, write_atomic  # noqa: E402
+from _resume import UnitStore, finished_splits, mean_se, run_split_units, write_atomic  # noqa: E402
 from calibration import baseline, ece_top_label  # noqa: E402
 
 METHODS = ("BM3KL", "SVC")
@@ -75,19 +74,13 @@ def unit(X, y, tr, te, seed, n_draws):
 
 def summarise(units: dict, datasets, splits) -> dict:
     out = {}
-    for ds in datasets:
-        us = [units[k]["result"] for k in (f"{ds} | split {s}" for s in range(splits))
-              if k in units]  # fmt: skip
-        if not us:
-            continue
+    for ds, us in finished_splits(units, datasets, splits):
         out[ds] = {"n_splits": len(us)}
         for m in METHODS:
             out[ds][m] = {k: float(np.mean([u[m][k] for u in us]))
                           for k in ("ece", "floor", "excess")}  # fmt: skip
         for k in ("ece", "floor", "excess"):
-            d = np.array([u["BM3KL"][k] - u["SVC"][k] for u in us])
-            se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
-            out[ds][k + "_diff"] = [float(d.mean()), se]
+            out[ds][k + "_diff"] = mean_se([u["BM3KL"][k] - u["SVC"][k] for u in us])
     return out
 
 
@@ -123,10 +116,6 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(RESULTS / "ece_floor"))
     p.add_argument("--fresh", action="store_true")
     args = p.parse_args(argv)
-    import jax
-    from sklearn.model_selection import StratifiedShuffleSplit
-
-    from bayesmkl.datasets import load_uci
     from bayesmkl.estimator import enable_compilation_cache
 
     enable_compilation_cache()
@@ -134,31 +123,17 @@ def main(argv=None) -> int:
     out = Path(args.out)
     config = {"splits": args.splits, "seed": args.seed, "draws": args.draws}
     store = UnitStore(out.with_suffix(".json"), config, fresh=args.fresh)
-    for ds in datasets:
-        keys = [store.key(ds, f"split {k}") for k in range(args.splits)]
-        if all(store.done(k) for k in keys):
-            continue
-        try:
-            X, y = tiny_data() if ds == "tiny" else load_uci(ds)
-        except FileNotFoundError as exc:
-            print(f"skipping {ds}: {exc}")
-            continue
-        splits = list(StratifiedShuffleSplit(args.splits, test_size=0.3,
-                                             random_state=args.seed).split(X, y))  # fmt: skip
-        for k, key in enumerate(keys):
-            if store.done(key):
-                continue
-            tr, te = splits[k]
-            store.add(key, unit(X, y, tr, te, args.seed + k, args.draws))
-            jax.clear_caches()
-            gc.collect()
-            summary = summarise(store.units, datasets, args.splits)
-            store.save(summary=summary)
-            write_markdown(summary, out.with_suffix(".md"), args.splits, args.draws)
-            print(key, flush=True)
-    summary = summarise(store.units, datasets, args.splits)
-    store.save(summary=summary)
-    write_markdown(summary, out.with_suffix(".md"), args.splits, args.draws)
+
+    def publish():
+        summary = summarise(store.units, datasets, args.splits)
+        store.save(summary=summary)
+        write_markdown(summary, out.with_suffix(".md"), args.splits, args.draws)
+
+    def compute(X, y, tr, te, seed):
+        return unit(X, y, tr, te, seed, args.draws)
+
+    run_split_units(store, datasets, args.splits, args.seed, compute, publish)
+    publish()
     print(out.with_suffix(".md").read_text())
     return 0
 

@@ -112,6 +112,18 @@ def test_calibration_resumes(tmp_path):
     assert summary["SVC"]["n_splits"] == 2 and summary["BEMKL"]["n_splits"] == 2
 
 
+@pytest.mark.parametrize("script", ["calibration_map.py", "ece_floor.py"])
+def test_split_unit_benchmarks_resume(tmp_path, script):
+    """The benchmarks driven by ``_resume.run_split_units``: one BM3KL fit per split of
+    ``tiny``; the summary covers both splits after the restart."""
+    extra = ["--draws", "20"] if script == "ece_floor.py" else []
+    final = _interrupt_and_resume(
+        script, ["--datasets", "tiny", "--splits", "2", *extra], tmp_path, stop_after=1,
+        expected_units=["tiny | split 0", "tiny | split 1"], timeout=300,
+    )  # fmt: skip
+    assert final["summary"]["tiny"]["n_splits"] == 2
+
+
 def test_regression_resumes(tmp_path):
     """Two cheap baselines on diabetes (bundled with scikit-learn), two splits."""
     final = _interrupt_and_resume(
