@@ -99,18 +99,25 @@ def _classifier(args, kernels):
         kernels=kernels,
         prior=args.prior,
         **{name: getattr(args, name) for name, _ in HYPER_OPTIONS},
+        **_run_options(args),
+        nu_update=args.nu_update,
+        binary_mode=args.binary_mode,
+        calibration=None if args.raw_proba or args.calibration == "none" else args.calibration,
+    )
+
+
+def _run_options(args) -> dict:
+    """The sampler, run-length, storage and seed options both estimators take."""
+    return dict(
         sampler=args.sampler,
         step_size=args.step_size,
         n_leapfrog=args.n_leapfrog,
-        nu_update=args.nu_update,
         num_warmup=args.num_warmup,
         num_samples=args.num_samples,
         max_samples=args.max_samples,
         max_time=args.max_time,
         num_chains=args.chains,
-        binary_mode=args.binary_mode,
         kernel_dtype=args.kernel_dtype,
-        calibration=None if args.raw_proba or args.calibration == "none" else args.calibration,
         random_state=args.seed,
         progress_bar=not args.no_progress,
     )
@@ -134,17 +141,7 @@ def _regressor(args, kernels):
         prior=args.prior,
         **{name: getattr(args, name) for name, _ in HYPER_OPTIONS if name != "gamma0"},
         epsilon="auto" if args.epsilon is None else args.epsilon,
-        sampler=args.sampler,
-        step_size=args.step_size,
-        n_leapfrog=args.n_leapfrog,
-        num_warmup=args.num_warmup,
-        num_samples=args.num_samples,
-        max_samples=args.max_samples,
-        max_time=args.max_time,
-        num_chains=args.chains,
-        kernel_dtype=args.kernel_dtype,
-        random_state=args.seed,
-        progress_bar=not args.no_progress,
+        **_run_options(args),
     )
 
 
