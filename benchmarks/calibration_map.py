@@ -14,7 +14,21 @@ on the same PSIS-LOO-weighted training draws (no refit; only the map differs):
 * ``Tψ``: a temperature on the raw rule's score, logits ``T·ψ(f)`` with
   ψ(f) = 2f + 2s·clip(f, −1, 1), s = √(1 + 2γ0), and T ≤ 1 (never sharper than the raw rule):
   the score's kink at the margin kept, its scale fitted;
-* ``raw``: the paper's softmax(ψ(f)) rule, no map (``Tψ`` at T = 1).
+* ``raw``: the paper's softmax(ψ(f)) rule, no map (``Tψ`` at T = 1);
+* ``Tmean``: a plug-in rule, softmax of ``T·f̄`` with f̄ the posterior-mean decision value
+  (no average over draws); T fitted on the PSIS-LOO-weighted mean of each training point's
+  draws.
+
+Two bounds, fitted on the *test* labels (so not maps anyone could use; they say how far a
+map alone could go on this posterior):
+
+* ``T*``: the estimator's rule (mean over draws of ``softmax(T·f)``) at the temperature that
+  minimises the test log-loss;
+* ``T*ε``: the same with a label-noise floor, ``ε/K + (1 − ε)·p``, T and ε fitted on the test
+  labels (ε caps the confidence of points whose every draw is on the wrong side).
+
+If even ``T*`` and ``T*ε`` leave the ECE above the tuned SVC's (recorded per unit as ``SVC``,
+``calibration.py``'s grid), the gap sits in the posterior, not in the map.
 
 Every map minimises the same objective as the estimator's ``calibration="loo"`` (the weighted
 mean leave-one-out log-loss of the training points, PSIS weights of the pseudo-likelihood
@@ -48,9 +62,18 @@ RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 from _resume import UnitStore, finished_splits, mean_se, run_split_units, write_atomic  # noqa: E402
-from calibration import DATASETS, METRICS, metrics, psis_training_draws  # noqa: E402
+from calibration import (  # noqa: E402
+    DATASETS,
+    METRICS,
+    baseline,
+    metrics,
+    psis_training_draws,
+)
 
-VARIANTS = ("Tβ", "T", "Tβc", "Tψ", "raw")
+VARIANTS = ("Tβ", "T", "Tβc", "Tψ", "raw", "Tmean")
+BOUNDS = ("T*", "T*ε")
+REFERENCE = "T"  # the estimator's default map; Δ columns are paired against it
+COLUMNS = VARIANTS + BOUNDS + ("SVC",)
 
 
 def _psi(F, gamma0):
@@ -97,6 +120,32 @@ def fit_map(F, codes, log_w, variant, t_max):
     return best.x, float(best.fun)
 
 
+def fit_test_bound(F_te, codes_te, with_floor: bool):
+    """``(T, ε)`` minimising the *test* log-loss of ``ε/K + (1 − ε)·mean_s softmax(T·f_s)``
+    (``ε = 0`` unless ``with_floor``): a bound on what a map could reach, not a usable map."""
+    S, n = F_te.shape[:2]
+    K = 2 if F_te.shape[-1] == 1 else F_te.shape[-1]
+    rows = np.arange(n)
+
+    def nll(theta):
+        lp = logsumexp(log_softmax(_logits(F_te, theta, "T"), axis=-1)[:, rows, codes_te], axis=0)
+        lp = lp - np.log(S)
+        eps = theta[1]
+        return -float(np.mean(np.logaddexp(np.log(eps / K + 1e-300), np.log1p(-eps) + lp)))
+
+    bounds = [(1e-3, 100.0), (0.0, 0.5 if with_floor else 0.0)]
+    starts = [(t, e) for t in (1.0, 5.0) for e in ((0.0, 0.02) if with_floor else (0.0,))]
+    best = min((minimize(nll, np.array(x0), method="L-BFGS-B", bounds=bounds) for x0 in starts),
+               key=lambda r: r.fun)  # fmt: skip
+    return best.x, float(best.fun)
+
+
+def _bound_proba(F_te, theta):
+    K = 2 if F_te.shape[-1] == 1 else F_te.shape[-1]
+    P = np.exp(log_softmax(_logits(F_te, theta, "T"), axis=-1)).mean(axis=0)
+    return theta[1] / K + (1.0 - theta[1]) * P
+
+
 def unit(X, y, tr, te, seed):
     from bayesmkl import BM3KLClassifier
 
@@ -119,6 +168,10 @@ def unit(X, y, tr, te, seed):
 
             P = copy.deepcopy(clf).set_params(calibration=None).predict_proba(Xte)
             theta, loo = np.array([]), float("nan")
+        elif v == "Tmean":  # plug-in: one "draw", the LOO-weighted mean of each point's draws
+            f_bar = np.einsum("sn,snc->nc", np.exp(log_w), F)[None]
+            theta, loo = fit_map(f_bar, codes, np.zeros(f_bar.shape[:2]), "T", t_max)
+            P = np.exp(log_softmax(_logits(F_te.mean(axis=0)[None], theta, "T"), axis=-1))[0]
         else:
             psi = v == "Tψ"
             Ftr, Fte = (_psi(F, clf.gamma0_), _psi(F_te, clf.gamma0_)) if psi else (F, F_te)
@@ -126,6 +179,11 @@ def unit(X, y, tr, te, seed):
             P = np.exp(log_softmax(_logits(Fte, theta, v), axis=-1)).mean(axis=0)
         rows[v] = metrics(P, codes_te)
         params[v] = {"theta": [float(t) for t in theta], "loo_logloss": loo}
+    for v in BOUNDS:
+        theta, test_ll = fit_test_bound(F_te, codes_te, with_floor=v == "T*ε")
+        rows[v] = metrics(_bound_proba(F_te, theta), codes_te)
+        params[v] = {"theta": [float(t) for t in theta], "test_logloss": test_ll}
+    rows["SVC"] = metrics(baseline("SVC", Xtr, ytr, Xte, seed)[0], codes_te)
     return {
         "rows": rows,
         "params": params,
@@ -142,12 +200,27 @@ def summarise(units: dict, datasets, splits) -> dict:
     out = {}
     for ds, us in finished_splits(units, datasets, splits):
         out[ds] = {"n_splits": len(us)}
-        for v in VARIANTS:
+        for v in COLUMNS:
             out[ds][v] = {m: float(np.mean([u["rows"][v][m] for u in us])) for m in METRICS}
-            for m in ("acc", "ece", "logloss"):  # paired difference against the default map
-                d = [u["rows"][v][m] - u["rows"]["Tβ"][m] for u in us]
-                out[ds][v][m + "_diff"] = mean_se(d)
+            for m in ("acc", "ece", "logloss"):  # paired differences: the default map, the SVC
+                for ref, tag in ((REFERENCE, "_diff"), ("SVC", "_vs_svc")):
+                    d = [u["rows"][v][m] - u["rows"][ref][m] for u in us]
+                    out[ds][v][m + tag] = mean_se(d)
+        out[ds]["theta"] = {
+            v: [float(x) for x in np.mean([u["params"][v]["theta"] for u in us], axis=0)]
+            for v in VARIANTS + BOUNDS
+            if v != "raw"
+        }
     return out
+
+
+def _cell(s: dict, v: str, metric: str, tag: str | None) -> str:
+    """The mean, and with a ``tag`` its paired difference (SE) against that reference."""
+    c = f"{s[v][metric]:.3f}"
+    if tag is not None and metric + tag in s[v]:
+        d, se = s[v][metric + tag]
+        c += f" (Δ {d:+.3f}, SE {se:.3f})"
+    return c
 
 
 def write_markdown(summary: dict, path: Path, splits: int) -> None:
@@ -156,25 +229,39 @@ def write_markdown(summary: dict, path: Path, splits: int) -> None:
         "",
         "One default `BM3KLClassifier` fit per data set × split (the splits and seeds of "
         "`calibration.py`); every map fitted on the same PSIS-LOO-weighted training draws. "
-        "`Tβ` is the estimator's map (binary: Platt pair; multiclass: temperature), `T` "
-        "temperature only, `Tβc` temperature and per-class intercepts, `Tψ` a temperature "
-        "T ≤ 1 on the raw rule's score ψ(f), `raw` the paper's softmax(ψ(f)). Means over "
-        "splits; Δ = variant − `Tβ`, paired over splits (SE).",
+        "`T` is the estimator's map (a temperature: logits `T·f`), `Tβ` adds Platt's intercept "
+        "(the default until issue 22), `Tβc` per-class intercepts, `Tψ` a temperature T ≤ 1 on "
+        "the raw rule's score ψ(f), `raw` the paper's softmax(ψ(f)), `Tmean` a plug-in rule "
+        "softmax(T·f̄) on the posterior-mean decision value. Means over splits; Δ = variant − "
+        f"`{REFERENCE}`, paired over splits (SE).",
         "",
     ]
     for metric in ("acc", "logloss", "ece", "brier"):
         lines += [f"## {metric}", "", "| data set | splits | " + " | ".join(VARIANTS) + " |",
                   "|---" * (len(VARIANTS) + 2) + "|"]  # fmt: skip
         for ds, s in summary.items():
-            cells = []
-            for v in VARIANTS:
-                c = f"{s[v][metric]:.3f}"
-                if v != "Tβ" and metric + "_diff" in s[v]:
-                    d, se = s[v][metric + "_diff"]
-                    c += f" (Δ {d:+.3f}, SE {se:.3f})"
-                cells.append(c)
+            cells = [_cell(s, v, metric, "_diff" if v != REFERENCE else None) for v in VARIANTS]
             lines.append(f"| {ds} | {s['n_splits']}/{splits} | " + " | ".join(cells) + " |")
         lines.append("")
+    lines += [
+        "## How far can a map go? Bounds fitted on the test labels",
+        "",
+        "`T*`: the estimator's rule at the temperature that minimises the *test* log-loss; "
+        "`T*ε`: the same with a label-noise floor ε/K + (1 − ε)·p, both fitted on the test "
+        "labels. They are not maps anyone could use: they bound what re-fitting the map "
+        "could gain on this posterior. Δ = method − tuned SVC + Platt, paired over splits (SE). "
+        "Mean fitted (T, ε) in the last column.",
+        "",
+        "| data set | metric | T (default) | T* | T*ε | SVC | T*ε (T, ε) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for ds, s in summary.items():
+        th = ", ".join(f"{x:.3g}" for x in s["theta"]["T*ε"])
+        for metric in ("logloss", "ece"):
+            cells = [_cell(s, v, metric, "_vs_svc") for v in (REFERENCE,) + BOUNDS]
+            lines.append(f"| {ds} | {metric} | " + " | ".join(cells)
+                         + f" | {s['SVC'][metric]:.3f} | {th} |")  # fmt: skip
+    lines.append("")
     write_atomic(path, "\n".join(lines))
 
 
@@ -198,8 +285,8 @@ def main(argv=None) -> int:
     enable_compilation_cache()
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     out = Path(args.out)
-    store = UnitStore(out.with_suffix(".json"), {"splits": args.splits, "seed": args.seed},
-                      fresh=args.fresh)  # fmt: skip
+    config = {"splits": args.splits, "seed": args.seed, "columns": list(COLUMNS)}
+    store = UnitStore(out.with_suffix(".json"), config, fresh=args.fresh)
     for other in args.merge:
         store.merge(other)
 
