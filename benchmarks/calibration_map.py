@@ -7,7 +7,7 @@ the Platt intercept β of the default map. This benchmark fits the default ``BM3
 once per data set × split (the splits and seeds of ``calibration.py``) and scores maps fitted
 on the same PSIS-LOO-weighted training draws (no refit; only the map differs):
 
-* ``Tβ``: the current default — binary: logits ``(0, T·f + β)``; multiclass: ``T·f_c``;
+* ``Tβ``: the default until issue 22 — binary: logits ``(0, T·f + β)``; multiclass: ``T·f_c``;
 * ``T``: temperature only — binary ``(0, T·f)``: predictions are the raw rule's sign(f);
 * ``Tβc``: temperature and one intercept per class (``T·f_c + β_c``, β_0 = 0) for multiclass;
   binary as ``Tβ``;
@@ -34,7 +34,7 @@ Every map minimises the same objective as the estimator's ``calibration="loo"`` 
 mean leave-one-out log-loss of the training points, PSIS weights of the pseudo-likelihood
 factor), with T ≤ 2 + 2√(1 + 2γ0) as the estimator bounds it. Test metrics as in
 ``calibration.py`` (log-loss clipped at 1e-15, top-label ECE with 15 bins, accuracy, Brier).
-``Tβ`` refitted here must equal the estimator's own map (recorded as ``check_T``/``check_beta``).
+``T`` refitted here must equal the estimator's own map (recorded as ``check_T``/``check_beta``).
 
 Usage::
 
