@@ -101,13 +101,23 @@ def _n_params(variant, C):
     return C if variant == "Tβc" else 1
 
 
+def _log_pred(F, codes, log_w, theta, variant):
+    """Each point's log predictive ``(n,)`` of its label: the ``log_w``-weighted mean over draws
+    of the map's per-draw probability."""
+    lp = log_softmax(_logits(F, theta, variant), axis=-1)[:, np.arange(F.shape[1]), codes]
+    return logsumexp(log_w + lp, axis=0)
+
+
+def _proba(F, theta, variant):
+    """The map's predictive probabilities ``(n, K)``: the mean over draws of ``softmax``."""
+    return np.exp(log_softmax(_logits(F, theta, variant), axis=-1)).mean(axis=0)
+
+
 def fit_map(F, codes, log_w, variant, t_max):
     """Minimise the PSIS-weighted leave-one-out log-loss over the map's parameters."""
-    n = F.shape[1]
 
     def nll(theta):
-        lp = log_softmax(_logits(F, theta, variant), axis=-1)[:, np.arange(n), codes]
-        return -float(np.mean(logsumexp(log_w + lp, axis=0)))
+        return -float(np.mean(_log_pred(F, codes, log_w, theta, variant)))
 
     k = _n_params(variant, F.shape[-1])
     bounds = [(1e-6, t_max)] + [(-20.0, 20.0)] * (k - 1)
@@ -123,13 +133,11 @@ def fit_map(F, codes, log_w, variant, t_max):
 def fit_test_bound(F_te, codes_te, with_floor: bool):
     """``(T, ε)`` minimising the *test* log-loss of ``ε/K + (1 − ε)·mean_s softmax(T·f_s)``
     (``ε = 0`` unless ``with_floor``): a bound on what a map could reach, not a usable map."""
-    S, n = F_te.shape[:2]
-    K = 2 if F_te.shape[-1] == 1 else F_te.shape[-1]
-    rows = np.arange(n)
+    K = _n_classes(F_te)
+    uniform = np.full(F_te.shape[:2], -np.log(F_te.shape[0]))
 
     def nll(theta):
-        lp = logsumexp(log_softmax(_logits(F_te, theta, "T"), axis=-1)[:, rows, codes_te], axis=0)
-        lp = lp - np.log(S)
+        lp = _log_pred(F_te, codes_te, uniform, theta, "T")
         eps = theta[1]
         return -float(np.mean(np.logaddexp(np.log(eps / K + 1e-300), np.log1p(-eps) + lp)))
 
@@ -140,10 +148,12 @@ def fit_test_bound(F_te, codes_te, with_floor: bool):
     return best.x, float(best.fun)
 
 
+def _n_classes(F):
+    return 2 if F.shape[-1] == 1 else F.shape[-1]
+
+
 def _bound_proba(F_te, theta):
-    K = 2 if F_te.shape[-1] == 1 else F_te.shape[-1]
-    P = np.exp(log_softmax(_logits(F_te, theta, "T"), axis=-1)).mean(axis=0)
-    return theta[1] / K + (1.0 - theta[1]) * P
+    return theta[1] / _n_classes(F_te) + (1.0 - theta[1]) * _proba(F_te, theta, "T")
 
 
 def unit(X, y, tr, te, seed):
@@ -171,12 +181,12 @@ def unit(X, y, tr, te, seed):
         elif v == "Tmean":  # plug-in: one "draw", the LOO-weighted mean of each point's draws
             f_bar = np.einsum("sn,snc->nc", np.exp(log_w), F)[None]
             theta, loo = fit_map(f_bar, codes, np.zeros(f_bar.shape[:2]), "T", t_max)
-            P = np.exp(log_softmax(_logits(F_te.mean(axis=0)[None], theta, "T"), axis=-1))[0]
+            P = _proba(F_te.mean(axis=0)[None], theta, "T")
         else:
             psi = v == "Tψ"
             Ftr, Fte = (_psi(F, clf.gamma0_), _psi(F_te, clf.gamma0_)) if psi else (F, F_te)
             theta, loo = fit_map(Ftr, codes, log_w, v, 1.0 if psi else t_max)
-            P = np.exp(log_softmax(_logits(Fte, theta, v), axis=-1)).mean(axis=0)
+            P = _proba(Fte, theta, v)
         rows[v] = metrics(P, codes_te)
         params[v] = {"theta": [float(t) for t in theta], "loo_logloss": loo}
     for v in BOUNDS:
