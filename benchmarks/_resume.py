@@ -176,14 +176,17 @@ class UnitStore:
         write_atomic(self.path, json.dumps(payload, indent=1, default=self.default) + "\n")
 
 
-def run_split_units(store: UnitStore, datasets, n_splits: int, seed: int, compute, publish):
+def run_split_units(
+    store: UnitStore, datasets, n_splits: int, seed: int, compute, publish, label=None
+):  # fmt: skip
     """Fill ``store`` with one unit per data set × split, skipping the finished ones.
 
     The splits are ``calibration.py``'s: ``StratifiedShuffleSplit(n_splits, test_size=0.3,
     random_state=seed)``; the unit of split k is ``compute(X, y, train, test, seed + k)`` under
-    the key ``"<data set> | split k"``. After each unit JAX's caches are cleared (each fit maps
-    memory until then) and ``publish()`` writes the summary. A data set that cannot be loaded
-    is skipped with a message; ``"tiny"`` is :func:`tiny_data`.
+    the key ``"<data set> | split k"`` (``"<label> | <data set> | split k"`` with a ``label``,
+    e.g. one of several settings run on the same splits). After each unit JAX's caches are
+    cleared (each fit maps memory until then) and ``publish()`` writes the summary. A data set
+    that cannot be loaded is skipped with a message; ``"tiny"`` is :func:`tiny_data`.
     """
     import gc
 
@@ -192,8 +195,9 @@ def run_split_units(store: UnitStore, datasets, n_splits: int, seed: int, comput
 
     from bayesmkl.datasets import load_uci
 
+    prefix = () if label is None else (label,)
     for ds in datasets:
-        keys = [store.key(ds, f"split {k}") for k in range(n_splits)]
+        keys = [store.key(*prefix, ds, f"split {k}") for k in range(n_splits)]
         if all(store.done(k) for k in keys):
             continue
         try:
@@ -212,11 +216,12 @@ def run_split_units(store: UnitStore, datasets, n_splits: int, seed: int, comput
             publish()
 
 
-def finished_splits(units: dict, datasets, n_splits: int):
+def finished_splits(units: dict, datasets, n_splits: int, label=None):
     """Yield ``(data set, results of its finished splits)`` for every data set with at least
-    one finished split (units of :func:`run_split_units`)."""
+    one finished split (units of :func:`run_split_units`, with the same ``label``)."""
+    prefix = "" if label is None else f"{label} | "
     for ds in datasets:
-        keys = (f"{ds} | split {k}" for k in range(n_splits))
+        keys = (f"{prefix}{ds} | split {k}" for k in range(n_splits))
         results = [units[k]["result"] for k in keys if k in units]
         if results:
             yield ds, results

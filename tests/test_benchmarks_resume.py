@@ -323,3 +323,20 @@ def test_stress_watchdog_clock_is_the_child_cpu_time():
     c2 = _cpu_seconds(pid)
     assert 0 < c0 <= c1 < c0 + 0.1  # sleeping costs no CPU
     assert c2 - c1 >= 0.25  # 0.3 s of work (clock ticks of 10 ms)
+
+
+def test_prior_accuracy_resumes_and_refuses_a_redefined_setting(tmp_path):
+    """``prior_accuracy.py``: units keyed by setting × data set × split; a unit whose stored
+    options differ from the setting's current definition stops the run instead of mixing."""
+    final = _interrupt_and_resume(
+        "prior_accuracy.py", ["--datasets", "tiny", "--splits", "2", "--variants", "default"],
+        tmp_path, stop_after=1, timeout=300,
+        expected_units=["default | tiny | split 0", "default | tiny | split 1"],
+    )  # fmt: skip
+    assert final["summary"]["tiny"]["default"]["n_splits"] == 2
+    path = tmp_path / "res.json"
+    final["units"]["default | tiny | split 0"]["result"]["options"] = {"gamma0": 3.0}
+    path.write_text(json.dumps(final))
+    args = ["--datasets", "tiny", "--splits", "2", "--variants", "default"]
+    again = _run("prior_accuracy.py", [*args, "--out", str(tmp_path / "res")], tmp_path)
+    assert again.returncode != 0 and "defined differently" in again.stderr
