@@ -14,8 +14,8 @@ Usage::
         [--datasets glass,sonar] [--variants gamma0=10,eta=0.5]
 
 Writes ``benchmarks/results/prior_accuracy.{json,md}``; resumable (one unit per setting × data
-set × split). A unit records its setting's options; a restart whose table defines a setting
-differently is refused.
+set × split; ``--merge`` adds a second process's file). A unit records its setting's options; a
+restart whose table defines a setting differently is refused.
 """
 
 from __future__ import annotations
@@ -138,6 +138,13 @@ def main(argv=None) -> int:
     p.add_argument("--reference", default=str(RESULTS / "calibration.json"))
     p.add_argument("--out", default=str(RESULTS / "prior_accuracy"))
     p.add_argument("--fresh", action="store_true")
+    p.add_argument(
+        "--merge",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="first add the units of another results file (same configuration)",
+    )
     args = p.parse_args(argv)
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -150,6 +157,8 @@ def main(argv=None) -> int:
     out = Path(args.out)
     store = UnitStore(out.with_suffix(".json"), {"splits": args.splits, "seed": args.seed},
                       fresh=args.fresh)  # fmt: skip
+    for other in args.merge:
+        store.merge(other)
     changed = sorted({k.split(" | ")[0] for k, u in store.units.items()
                       if u["result"]["options"] != VARIANTS.get(k.split(" | ")[0])})  # fmt: skip
     if changed:
