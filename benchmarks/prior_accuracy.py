@@ -39,6 +39,7 @@ from calibration import metrics, run_info  # noqa: E402
 #: The settings tried: name → options passed to ``BM3KLClassifier`` on top of its defaults.
 VARIANTS = {
     "default": {},
+    "gamma0=3": {"gamma0": 3.0},
     "gamma0=10": {"gamma0": 10.0},
     "gamma0=0.1": {"gamma0": 0.1},
     "eta=0.5": {"eta": 0.5},
