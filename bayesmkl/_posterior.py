@@ -117,7 +117,7 @@ class PosteriorMixin(KernelDrawsMixin):
             pw = None if sample_weight is None else [sample_weight[i] for i in index]
             self.calibrator_ = _calibration.fit_calibrator(
                 draws, fold_codes, gamma0=self.gamma0_, n_folds=len(draws),
-                point_weights=pw,
+                point_weights=pw, per_class=True,  # per class for C ≥ 2 classifiers
             )  # fmt: skip
             oof = np.empty(len(codes))
             for F, i, c in zip(draws, index, fold_codes, strict=True):
@@ -143,7 +143,7 @@ class PosteriorMixin(KernelDrawsMixin):
             )
             log_lik = np.asarray(terms).sum(axis=1)  # (S, N)
         cal = _loo.loo_calibrator(
-            F, codes, log_lik, gamma0=self.gamma0_, point_weights=sample_weight
+            F, codes, log_lik, gamma0=self.gamma0_, point_weights=sample_weight, per_class=True
         )
         if cal.khat_bad_frac > LOO_KHAT_WARN or getattr(self, "prior", None) == "paper":
             warnings.warn(

@@ -9,32 +9,27 @@ The map. Per posterior draw the decision values ``f: (C,)`` become class logits
 
 * single binary classifier (C = 1): ``z = (0, T·f)`` — a temperature (``fit_intercept=True``
   of :func:`fit_calibrator` adds Platt's intercept: ``(0, T·f + β)``);
-* C ≥ 2 one-vs-all classifiers: ``z_c = T·f_c`` — one temperature shared by the classes,
+* C ≥ 2 one-vs-all classifiers: ``z_c = T_c·f_c + β_c`` — a temperature and an intercept per
+  class (``β_1 = 0``; ``per_class=False`` of :func:`fit_calibrator` gives one temperature shared
+  by the classes, ``z_c = T·f_c``, the estimator's map until issue 22),
 
-and the predictive is the mean over draws of ``softmax(z)``. A temperature only rescales f, so
-each draw still votes for the class its classifier chose; the Platt intercept, the default until
-issue 22, moved that boundary and cost accuracy (sonar 0.832 against 0.844, liver 0.710 against
-0.715, paired over 5 splits) at about the same log-loss (mean change +0.001, at most +0.005
-on six binary sets; ``benchmarks/results/calibration_map.md``).
-``T`` (and ``β``) minimise the log-loss of
-*out-of-fold* predictions: every training point's decision draws come from a fit that did not see
-it (K-fold cross-fitting, :func:`crossfit_decision_draws`), as ``SVC(probability=True)`` does for
-Platt scaling. A map on f rather than on ψ(f): fitted on out-of-fold values (one split each of
-Sonar, Heart and Glass), a second slope on the clip(f, −1, 1) part of ψ came out 0, and ψ and f
-gave the same held-out log-loss; under the default prior a temperature T ≤ 1 on ψ(f) had the
-same mean test log-loss as T on f over six binary sets, with ECE 0.032 lower on liver and 0.019
-higher on heart (``calibration_map.md``, variant ``Tψ``).
-
-Why not PSIS-LOO from the posterior draws (no refit). Importance ratios 1/L'_i(θ) of the
-pseudo-likelihood factor are the right leave-one-out weights, but they cannot reach the
-leave-one-out posterior here: no posterior draw puts a training point on the wrong side (the
-pseudo-likelihood pins δ·f at 1), so the reweighted training predictions stay nearly perfect and
-the fitted temperature stays high. In ``benchmarks/results/calibration.md`` ("BM3KL psis", 8 UCI
-sets × 5 splits) 20–82 % of the training points have Pareto k̂ > 0.7, the PSIS temperature is
-9–29 against 2.3–12 out of fold, and the test log-loss is 1.6–4.8 times that of the
-out-of-fold map on 7 of the 8 sets (wine, nearly separable, is the exception).
-:func:`bayesmkl.loo.psis_log_weights` is kept for that comparison; with the default prior the
-same weights serve ``calibration="loo"`` (:func:`bayesmkl.loo.loo_calibrator`).
+and the predictive is the mean over draws of ``softmax(z)``. The binary map only rescales f, so
+each draw still votes for the class its classifier chose; Platt's intercept, the binary default
+until issue 22, moved that boundary and cost accuracy (sonar 0.832 against 0.844, liver 0.710
+against 0.715, paired over 5 splits) at about the same log-loss
+(``benchmarks/results/calibration_map.md``). The multiclass map is per class because the C
+one-vs-all problems are fitted separately and their decision values need not share a scale: on
+glass (6 classes, 5 splits) it lowered the test log-loss from 0.884 to 0.776 at accuracy 0.711
+against 0.705; on wine it changed log-loss by +0.002 and accuracy by −0.4 points
+(``benchmarks/results/calibration.md``). The map's parameters minimise the log-loss of held-out
+predictions: leave-one-out by Pareto-smoothed importance weights of one posterior
+(``calibration="loo"``, :func:`bayesmkl.loo.loo_calibrator`), or out of fold (K-fold refits,
+:func:`crossfit_decision_draws`, as ``SVC(probability=True)`` does for Platt scaling). A map on f
+rather than on ψ(f): a temperature on ψ(f) had the same mean test log-loss over six binary sets
+(``calibration_map.md``, variant ``Tψ``). Under the paper's prior (γ0 = 100) the importance
+weights cannot reach the leave-one-out posterior (no draw puts a training point on the wrong
+side; 20–82 % of the points have Pareto k̂ > 0.7 in ``calibration.md``'s "BM3KL psis"), and
+``"cv"`` is the map to use there.
 
 Shapes: ``F: (S, M, C)`` decision draws (S draws, M points, C classifiers), ``K`` classes
 (``K = 2`` when ``C = 1``), ``codes: (M,)`` integer labels in ``0 … K−1``.
@@ -86,6 +81,10 @@ class Calibrator:
     khat_bad_frac : float
         ``calibration="loo"`` only: the fraction of training points whose Pareto k̂ exceeds
         :data:`KHAT_BAD` (their leave-one-out weights are unreliable); nan for k-fold maps.
+    class_temperatures, class_intercepts : tuple of float
+        The per-class map of C ≥ 2 classifiers (``per_class=True``): ``T_c`` and ``β_c``
+        (``β_1 = 0``), C each; empty for a shared-temperature map, whose ``temperature`` is
+        then the slope (a per-class map keeps there the shared temperature it started from).
     """
 
     temperature: float
@@ -95,27 +94,38 @@ class Calibrator:
     oof_log_loss: float = float("nan")
     oof_log_loss_identity: float = float("nan")
     khat_bad_frac: float = field(default=float("nan"), compare=False)  # nan: not a LOO map
+    class_temperatures: tuple = ()
+    class_intercepts: tuple = ()
 
     def to_dict(self) -> dict:
-        """JSON-able dict of the fields (floats and ints)."""
-        return {k: (float(v) if isinstance(v, float) else int(v)) for k, v in asdict(self).items()}
+        """JSON-able dict of the fields (floats, ints and lists of floats)."""
+        return {
+            k: [float(x) for x in v] if isinstance(v, tuple) else float(v)
+            if isinstance(v, float) else int(v)
+            for k, v in asdict(self).items()
+        }  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict) -> Calibrator:
-        """Inverse of :meth:`to_dict`."""
-        return cls(**d)
+        """Inverse of :meth:`to_dict` (a dict without the per-class fields: a shared map)."""
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
     def log_proba_draws(self, F) -> np.ndarray:
         """Per-draw log class probabilities ``(S, M, K)`` of decision draws ``F: (S, M, C)``."""
+        if self.class_temperatures:
+            return log_proba_draws(F, np.array(self.class_temperatures),
+                                   np.array(self.class_intercepts))  # fmt: skip
         return log_proba_draws(F, self.temperature, self.intercept)
 
 
 def _logits(F, temperature, intercept):
     F = np.asarray(F, dtype=float)
-    u = temperature * F
+    u = np.asarray(temperature, dtype=float) * F  # a (C,) temperature scales each class
     if F.shape[-1] == 1:
         u = u + intercept
         return np.concatenate([np.zeros_like(u), u], axis=-1)
+    if np.ndim(intercept):  # per-class intercepts (C,)
+        u = u + np.asarray(intercept, dtype=float)
     return u
 
 
@@ -126,8 +136,9 @@ def log_proba_draws(F, temperature: float, intercept: float = 0.0) -> np.ndarray
     ----------
     F : array (S, M, C)
         Decision draws.
-    temperature, intercept : float
-        T and β (β is used only when C = 1).
+    temperature, intercept : float or array (C,)
+        T and β. Scalars: β is used only when C = 1. Arrays of length C (C ≥ 2): the per-class
+        map ``z_c = T_c·f_c + β_c``.
 
     Returns
     -------
@@ -183,6 +194,27 @@ def _nll_and_grad(theta, blocks, single, n_total):
     return nll / n_total, grad / n_total
 
 
+def _nll_and_grad_per_class(theta, blocks, n_total):
+    """:func:`_nll_and_grad` of the per-class map, ``theta = (T_1 … T_C, β_2 … β_C)``."""
+    C = blocks[0][0].shape[-1]
+    T, beta = theta[:C], np.r_[0.0, theta[C:]]
+    nll = 0.0
+    grad = np.zeros(2 * C)
+    for F, codes, log_w, pw in blocks:
+        n = F.shape[1]
+        ls = log_softmax(T * F + beta, axis=-1)  # (S, n, C)
+        ll = ls[:, np.arange(n), codes]
+        resid = -np.exp(ls)  # ∂ll/∂z_c = 1[c = y] − q_c
+        resid[:, np.arange(n), codes] += 1.0
+        a = log_w + ll
+        lp = logsumexp(a, axis=0)
+        r = np.exp(a - lp[None, :]) * pw[None, :]
+        nll -= np.dot(pw, lp)
+        grad[:C] -= np.einsum("sn,snc->c", r, resid * F)
+        grad[C:] -= np.einsum("sn,snc->c", r, resid)
+    return nll / n_total, np.r_[grad[:C], grad[C + 1 :]] / n_total
+
+
 def fit_calibrator(
     fold_draws,
     fold_codes,
@@ -192,8 +224,10 @@ def fit_calibrator(
     n_folds: int | None = None,
     point_weights=None,
     fit_intercept: bool = False,
+    per_class: bool = False,
 ) -> Calibrator:
-    """Fit ``(T, β)`` by minimising the log-loss of held-out predictions.
+    """Fit the map (``(T, β)``, or ``T_c, β_c`` per class) by minimising the log-loss of
+    held-out predictions.
 
     Parameters
     ----------
@@ -219,6 +253,10 @@ def fit_calibrator(
         Off by default, so the map only rescales f and the predicted class is the classifier's
         own (mean over draws of σ(T·f) above ½); an intercept fitted on the held-out draws cost
         accuracy without improving log-loss (``benchmarks/results/calibration_map.md``).
+    per_class : bool, default False
+        C ≥ 2 classifiers only (ignored for C = 1): after the shared temperature, fit a
+        temperature and an intercept per class (2C − 1 parameters, ``β_1 = 0``; each ``T_c``
+        bounded like T), starting from the shared map. The estimator's multiclass map.
 
     Returns
     -------
@@ -263,13 +301,31 @@ def fit_calibrator(
         if np.isfinite(res.fun) and (best is None or res.fun < best.fun):
             best = res
     T, beta = (1.0, 0.0) if best is None else (float(best.x[0]), float(best.x[1]))
+    loss = float(best.fun) if best is not None else float("nan")
+    per = {}
+    if per_class and not single:
+        res = minimize(
+            _nll_and_grad_per_class,
+            np.r_[np.full(C, T), np.zeros(C - 1)],
+            args=(blocks, n_total),
+            jac=True,
+            method="L-BFGS-B",
+            bounds=[(1e-6, t_max)] * C + [(-20.0, 20.0)] * (C - 1),
+        )
+        if np.isfinite(res.fun) and not res.fun > loss:  # never worse than its start
+            loss = float(res.fun)
+            per = {"class_temperatures": tuple(float(t) for t in res.x[:C]),
+                   "class_intercepts": (0.0, *(float(b) for b in res.x[C:]))}  # fmt: skip
+        else:
+            per = {"class_temperatures": (T,) * C, "class_intercepts": (0.0,) * C}
     return Calibrator(
         temperature=T,
         intercept=beta if single and fit_intercept else 0.0,
         n_classifiers=int(C),
         n_folds=int(n_folds if n_folds is not None else len(blocks)),
-        oof_log_loss=float(best.fun) if best is not None else float("nan"),
+        oof_log_loss=loss,
         oof_log_loss_identity=identity,
+        **per,
     )
 
 

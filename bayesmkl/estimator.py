@@ -158,8 +158,8 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         (docs/math.md A4 (a)) or argmax of the posterior-mean decision value (A4 (c)).
     calibration : {"loo", "cv", None} or int, default="loo"
         Probabilities: per draw, softmax of calibrated logits — ``(0, T·f)`` for the single
-        binary classifier, ``T·f_c`` otherwise — with the temperature T fitted at the end of
-        :meth:`fit` on held-out decision draws. ``"loo"``: PSIS-LOO-weighted draws of the one
+        binary classifier, ``T_c·f_c + β_c`` (a temperature and an intercept per class)
+        otherwise — with the map fitted at the end of :meth:`fit` on held-out decision draws. ``"loo"``: PSIS-LOO-weighted draws of the one
         posterior, no refit (:func:`bayesmkl.loo.loo_calibrator`); under the default prior its
         test log-loss matched the 3-fold map's within 0.013 on 7 data sets
         (``benchmarks/results/calibration_loo.md``); it warns when more than 30% of the points
@@ -229,7 +229,9 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         The fitted pool (or the precomputed shape) used to build test kernels.
     calibrator_ : bayesmkl.calibration.Calibrator or None
         The fitted map: temperature T (and an intercept β, 0 unless a saved model of an
-        earlier version had one); ``None`` with ``calibration=None``.
+        earlier version had one) of a binary classifier; per-class ``class_temperatures`` and
+        ``class_intercepts`` for C ≥ 2 classifiers (empty in a saved model of an earlier
+        version, whose map is the shared T); ``None`` with ``calibration=None``.
     oof_log_predictive_ : ndarray (N,) or None
         Calibrated log predictive of each training label under the fold fit that held it out
         (see :meth:`loo_kfold`).

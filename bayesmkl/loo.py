@@ -64,7 +64,9 @@ def psis_log_weights(log_lik, r_eff=1.0):
     return lw, khat
 
 
-def loo_calibrator(F, codes, log_lik, *, gamma0: float, point_weights=None) -> Calibrator:
+def loo_calibrator(
+    F, codes, log_lik, *, gamma0: float, point_weights=None, per_class: bool = False
+) -> Calibrator:
     """Fit the map (temperature T) on PSIS-LOO-weighted training draws of one posterior (no refit).
 
     Each training point's decision draws are reweighted towards its leave-one-out posterior
@@ -87,6 +89,9 @@ def loo_calibrator(F, codes, log_lik, *, gamma0: float, point_weights=None) -> C
         γ0 of the model (bounds T as in :func:`fit_calibrator`).
     point_weights : array (N,), optional
         Sample weights of the points.
+    per_class : bool, default False
+        A temperature and an intercept per class for C ≥ 2 classifiers
+        (:func:`~bayesmkl.calibration.fit_calibrator`).
 
     Returns
     -------
@@ -96,8 +101,9 @@ def loo_calibrator(F, codes, log_lik, *, gamma0: float, point_weights=None) -> C
     log_w, khat = psis_log_weights(log_lik)
     pw = None if point_weights is None else [np.asarray(point_weights, dtype=float)]
     cal = fit_calibrator(
-        [F], [codes], gamma0=gamma0, log_weights=[log_w], n_folds=0, point_weights=pw
-    )
+        [F], [codes], gamma0=gamma0, log_weights=[log_w], n_folds=0, point_weights=pw,
+        per_class=per_class,
+    )  # fmt: skip
     bad = float(np.mean(~(khat <= KHAT_BAD)))  # nan k̂ (no smoothing possible) counts as bad
     return Calibrator(**{**asdict(cal), "khat_bad_frac": bad})
 

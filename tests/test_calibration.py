@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import warnings
 
 import arviz as az
@@ -16,6 +17,7 @@ from bayesmkl import BM3KLClassifier
 from bayesmkl.calibration import (
     Calibrator,
     _nll_and_grad,
+    _nll_and_grad_per_class,
     crossfit_decision_draws,
     fit_calibrator,
     log_predictive,
@@ -103,6 +105,77 @@ def test_recovers_shared_temperature_multiclass():
     assert cal.intercept == 0.0 and cal.n_classifiers == 3 and cal.n_folds == 2
 
 
+def _per_class_data(seed=7, S=5, n=6000, T0=(1.0, 2.0, 3.0), b0=(0.0, 0.5, -0.5)):
+    rng = np.random.default_rng(seed)
+    K = len(T0)
+    F = rng.normal(size=(1, n, K)) + rng.normal(scale=0.4, size=(S, n, K))
+    p = softmax(np.array(T0) * F + np.array(b0), axis=-1).mean(axis=0)
+    codes = (rng.uniform(size=(n, 1)) > np.cumsum(p, axis=1)).sum(axis=1)
+    return F, np.minimum(codes, K - 1)
+
+
+def test_recovers_per_class_map_multiclass():
+    """Labels drawn from mean_s softmax(T_c·f_c + β_c) with three different temperatures; the
+    per-class fit is that model's MLE, so each of its 5 parameters must land within 4 standard
+    errors (observed information) of the truth, and it must beat the shared map, which cannot
+    represent the data."""
+    T0, b0 = np.array([1.0, 2.0, 3.0]), np.array([0.0, 0.5, -0.5])
+    F, codes = _per_class_data(T0=tuple(T0), b0=tuple(b0))
+    n = F.shape[1]
+    cal = fit_calibrator([F], [codes], gamma0=100.0, per_class=True)
+    shared = fit_calibrator([F], [codes], gamma0=100.0)
+    theta = np.r_[cal.class_temperatures, cal.class_intercepts[1:]]
+    H = np.zeros((5, 5))
+    for j in range(5):
+        e = np.zeros(5)
+        e[j] = 1e-5
+        up = _nll_and_grad_per_class(theta + e, _blocks(F, codes), n)[1]
+        dn = _nll_and_grad_per_class(theta - e, _blocks(F, codes), n)[1]
+        H[:, j] = n * (up - dn) / 2e-5
+    se = np.sqrt(np.diag(np.linalg.inv(0.5 * (H + H.T))))
+    truth = np.r_[T0, b0[1:]]
+    assert np.all(np.abs(theta - truth) < 4 * se), (theta, truth, se)
+    assert se.max() < 0.2  # the check has power
+    assert cal.class_intercepts[0] == 0.0 and cal.temperature == shared.temperature
+    assert cal.oof_log_loss < shared.oof_log_loss - 0.005
+    # the calibrator applies the fitted map
+    np.testing.assert_allclose(
+        cal.log_proba_draws(F), log_softmax(theta[:3] * F + np.r_[0.0, theta[3:]], axis=-1)
+    )
+
+
+def test_per_class_is_ignored_for_one_binary_classifier():
+    rng = np.random.default_rng(8)
+    F = rng.normal(size=(4, 50, 1))
+    codes = rng.integers(0, 2, size=50)
+    a = fit_calibrator([F], [codes], gamma0=1.0, per_class=True)
+    assert a == fit_calibrator([F], [codes], gamma0=1.0) and a.class_temperatures == ()
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_per_class_gradient_matches_finite_differences(weighted):
+    rng = np.random.default_rng(9)
+    S, n, C = 6, 40, 4
+    F = rng.normal(scale=2.0, size=(S, n, C))
+    codes = rng.integers(0, C, size=n)
+    log_w = rng.normal(size=(S, n))
+    log_w -= logsumexp(log_w, axis=0)
+    pw = rng.exponential(size=n) if weighted else np.ones(n)
+    blocks = _blocks(F, codes, log_w, pw)
+    theta = rng.uniform(0.5, 2.0, size=2 * C - 1)
+    theta[C:] -= 1.0
+    _, g = _nll_and_grad_per_class(theta, blocks, pw.sum())
+    for j in range(2 * C - 1):
+        e = np.zeros(2 * C - 1)
+        e[j] = 1e-6
+        fd = (_nll_and_grad_per_class(theta + e, blocks, pw.sum())[0]
+              - _nll_and_grad_per_class(theta - e, blocks, pw.sum())[0]) / 2e-6  # fmt: skip
+        assert abs(fd - g[j]) < 1e-6 * max(1.0, abs(g[j]))
+    lp = log_proba_draws(F, theta[:C], np.r_[0.0, theta[C:]])[:, np.arange(n), codes]
+    direct = -np.average(np.log(np.sum(np.exp(log_w) * np.exp(lp), axis=0)), weights=pw)
+    assert _nll_and_grad_per_class(theta, blocks, pw.sum())[0] == pytest.approx(direct, rel=1e-12)
+
+
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("C", [1, 3])
 def test_gradient_matches_finite_differences(C, weighted):
@@ -186,6 +259,18 @@ def test_calibrator_dict_round_trip():
     assert again == cal
     F = np.random.default_rng(5).normal(size=(3, 4, 1))
     np.testing.assert_array_equal(again.log_proba_draws(F), cal.log_proba_draws(F))
+    per = Calibrator(2.0, 0.0, 3, 0, 0.3, 0.4, class_temperatures=(1.5, 2.0, 2.5),
+                     class_intercepts=(0.0, 0.25, -1.0))  # fmt: skip
+    d = json.loads(json.dumps(per.to_dict()))  # what a saved model holds
+    assert Calibrator.from_dict(d) == per
+    G = np.random.default_rng(6).normal(size=(3, 4, 3))
+    np.testing.assert_allclose(
+        per.log_proba_draws(G), log_softmax(np.array([1.5, 2.0, 2.5]) * G + [0.0, 0.25, -1.0], -1)
+    )
+    # a map saved before the per-class fields existed loads as the shared map it was
+    old = {k: v for k, v in Calibrator(2.0, 0.0, 3, 0).to_dict().items() if "class_" not in k}
+    np.testing.assert_array_equal(Calibrator.from_dict(old).log_proba_draws(G),
+                                  log_softmax(2.0 * G, axis=-1))  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------
@@ -553,7 +638,9 @@ def test_multiclass_calibration(wine):
     P = clf.predict_proba(Xte)
     np.testing.assert_allclose(P.sum(axis=1), 1.0, atol=1e-13)
     F = clf.decision_draws(Xte)
-    np.testing.assert_allclose(P, softmax(cal.temperature * F, axis=-1).mean(0), rtol=1e-12)
+    T, beta = np.array(cal.class_temperatures), np.array(cal.class_intercepts)
+    assert T.shape == beta.shape == (3,) and beta[0] == 0.0  # the per-class map
+    np.testing.assert_allclose(P, softmax(T * F + beta, axis=-1).mean(0), rtol=1e-12)
     assert np.all(np.isfinite(clf.predict_log_proba(Xte)))
     np.testing.assert_array_equal(clf.predict(Xte), clf.classes_[P.argmax(axis=1)])
     # No "calibrated beats raw" claim here: wine is separable, the raw rule makes no error on

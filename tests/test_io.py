@@ -86,6 +86,21 @@ def test_precomputed_round_trip(data, tmp_path):
     np.testing.assert_array_equal(back.predict_proba(Kt), clf.predict_proba(Kt))
 
 
+def test_multiclass_per_class_map_round_trip(tmp_path):
+    """The per-class calibration map (tuples of floats) survives the JSON attribute."""
+    from sklearn.datasets import load_wine
+
+    X, y = load_wine(return_X_y=True)
+    idx = np.random.default_rng(0).permutation(len(y))
+    tr, te = idx[:60], idx[60:90]
+    clf = BM3KLClassifier(random_state=0, **SMALL).fit(X[tr], y[tr])
+    assert len(clf.calibrator_.class_temperatures) == 3
+    clf.save(tmp_path / "mc.nc")
+    back = load(tmp_path / "mc.nc")
+    assert back.calibrator_ == clf.calibrator_
+    np.testing.assert_array_equal(back.predict_proba(X[te]), clf.predict_proba(X[te]))
+
+
 def test_pool_state_round_trip():
     """A fitted per-feature, centred pool survives the JSON + arrays split bitwise."""
     rng = np.random.default_rng(0)
