@@ -92,7 +92,7 @@ def best_other(ref_ds: dict) -> tuple[str, float] | None:
     return max(means.items(), key=lambda kv: kv[1]) if means else None
 
 
-def write_markdown(summary: dict, ref: dict, path: Path, splits: int) -> None:
+def write_markdown(summary: dict, ref: dict, path: Path, splits: int, commits=()) -> None:
     lines = [
         "# Prior settings against BM3KL's accuracy gaps (issue 22)",
         "",
@@ -100,7 +100,9 @@ def write_markdown(summary: dict, ref: dict, path: Path, splits: int) -> None:
         f"splits and seeds ({splits} stratified 70/30 splits). Means over splits; Δ: minus "
         "`calibration.json`'s default BM3KL on the same split, mean (SE) over splits. "
         "`best`: the most accurate method of `calibration.json` and its accuracy; `≥ best − 2`: "
-        "issue 22's accuracy line.",
+        "issue 22's accuracy line. Package commit(s) of the units: "
+        + (", ".join(sorted(c[:7] for c in commits)) or "–")
+        + " (the reference's default may come from another commit: see its units).",
         "",
     ]
     for ds, rows in summary.items():
@@ -172,7 +174,8 @@ def main(argv=None) -> int:
     def publish():
         summary = summarise(store.units, datasets, names, args.splits, ref)
         store.save(summary=summary, reference=Path(args.reference).name)
-        write_markdown(summary, ref, out.with_suffix(".md"), args.splits)
+        commits = {u["commit"] for u in store.units.values()}
+        write_markdown(summary, ref, out.with_suffix(".md"), args.splits, commits)
 
     for name in variants:
 
