@@ -11,6 +11,9 @@ on the same PSIS-LOO-weighted training draws (no refit; only the map differs):
 * ``T``: temperature only — binary ``(0, T·f)``: predictions are the raw rule's sign(f);
 * ``Tβc``: temperature and one intercept per class (``T·f_c + β_c``, β_0 = 0) for multiclass;
   binary as ``Tβ``;
+* ``Tcβc``: a temperature and an intercept per class (``T_c·f_c + β_c``), the estimator's
+  multiclass map since issue 22, fitted by the package's own
+  ``fit_calibrator(..., per_class=True)``; binary as ``T`` (the estimator's binary map);
 * ``Tψ``: a temperature on the raw rule's score, logits ``T·ψ(f)`` with
   ψ(f) = 2f + 2s·clip(f, −1, 1), s = √(1 + 2γ0), and T ≤ 1 (never sharper than the raw rule):
   the score's kink at the margin kept, its scale fitted;
@@ -34,7 +37,8 @@ Every map minimises the same objective as the estimator's ``calibration="loo"`` 
 mean leave-one-out log-loss of the training points, PSIS weights of the pseudo-likelihood
 factor), with T ≤ 2 + 2√(1 + 2γ0) as the estimator bounds it. Test metrics as in
 ``calibration.py`` (log-loss clipped at 1e-15, top-label ECE with 15 bins, accuracy, Brier).
-``T`` refitted here must equal the estimator's own map (recorded as ``check_T``/``check_beta``).
+``T`` refitted here must equal the estimator's own binary map (recorded as ``check_T``/
+``check_beta``), ``Tcβc`` its multiclass map (``check_per_class``: the largest difference).
 
 Usage::
 
@@ -70,7 +74,9 @@ from calibration import (  # noqa: E402
     psis_training_draws,
 )
 
-VARIANTS = ("Tβ", "T", "Tβc", "Tψ", "raw", "Tmean")
+from bayesmkl.calibration import fit_calibrator  # noqa: E402
+
+VARIANTS = ("Tβ", "T", "Tβc", "Tcβc", "Tψ", "raw", "Tmean")
 BOUNDS = ("T*", "T*ε")
 REFERENCE = "T"  # the estimator's default map; Δ columns are paired against it
 COLUMNS = VARIANTS + BOUNDS + ("SVC",)
@@ -171,13 +177,24 @@ def unit(X, y, tr, te, seed):
     log_w = log_w - logsumexp(log_w, axis=0, keepdims=True)
     t_max = 2.0 + 2.0 * float(np.sqrt(1.0 + 2.0 * clf.gamma0_))
     F_te = clf.decision_draws(Xte)
-    rows, params = {}, {}
+    rows, params, check = {}, {}, float("nan")
     for v in VARIANTS:
         if v == "raw":
             import copy
 
             P = copy.deepcopy(clf).set_params(calibration=None).predict_proba(Xte)
             theta, loo = np.array([]), float("nan")
+        elif v == "Tcβc":  # the package's own fit, the estimator's map
+            cal = fit_calibrator([F], [codes], gamma0=clf.gamma0_, log_weights=[log_w],
+                                 per_class=True)  # fmt: skip
+            theta = np.r_[cal.class_temperatures, cal.class_intercepts[1:]]
+            theta = theta if theta.size else np.array([cal.temperature])  # binary: T
+            loo = cal.oof_log_loss
+            P = np.exp(cal.log_proba_draws(F_te)).mean(axis=0)
+            mine = np.r_[cal.temperature, cal.class_temperatures, cal.class_intercepts]
+            own = clf.calibrator_
+            check = float(np.max(np.abs(mine - np.r_[own.temperature, own.class_temperatures,
+                                                     own.class_intercepts])))  # fmt: skip
         elif v == "Tmean":  # plug-in: one "draw", the LOO-weighted mean of each point's draws
             f_bar = np.einsum("sn,snc->nc", np.exp(log_w), F)[None]
             theta, loo = fit_map(f_bar, codes, np.zeros(f_bar.shape[:2]), "T", t_max)
@@ -198,6 +215,7 @@ def unit(X, y, tr, te, seed):
         "rows": rows,
         "params": params,
         "check_T": clf.calibrator_.temperature,
+        "check_per_class": check,
         "check_beta": clf.calibrator_.intercept,
         "estimator_metrics": metrics(clf.predict_proba(Xte), codes_te),
         "converged": bool(clf.run_report_.converged),
@@ -239,9 +257,11 @@ def write_markdown(summary: dict, path: Path, splits: int) -> None:
         "",
         "One default `BM3KLClassifier` fit per data set × split (the splits and seeds of "
         "`calibration.py`); every map fitted on the same PSIS-LOO-weighted training draws. "
-        "`T` is the estimator's map (a temperature: logits `T·f`), `Tβ` adds Platt's intercept "
-        "(the default until issue 22), `Tβc` per-class intercepts, `Tψ` a temperature T ≤ 1 on "
-        "the raw rule's score ψ(f), `raw` the paper's softmax(ψ(f)), `Tmean` a plug-in rule "
+        "`T` is the estimator's binary map (a temperature: logits `T·f`), `Tβ` adds Platt's "
+        "intercept (the default until issue 22), `Tβc` per-class intercepts, `Tcβc` a "
+        "temperature and an intercept per class (the estimator's multiclass map since issue "
+        "22), `Tψ` a temperature T ≤ 1 on the raw rule's score ψ(f), `raw` the paper's "
+        "softmax(ψ(f)), `Tmean` a plug-in rule "
         "softmax(T·f̄) on the posterior-mean decision value. Means over splits; Δ = variant − "
         f"`{REFERENCE}`, paired over splits (SE).",
         "",
