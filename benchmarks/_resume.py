@@ -27,6 +27,7 @@ from pathlib import Path
 
 __all__ = [
     "STOPPED",
+    "add_merge_argument",
     "STOP_AFTER_ENV",
     "UnitStore",
     "git_commit",
@@ -174,6 +175,16 @@ class UnitStore:
         self.extra.update(extra)
         payload = {**self.extra, "unit_config": self.config, "units": self.units}
         write_atomic(self.path, json.dumps(payload, indent=1, default=self.default) + "\n")
+
+
+def add_merge_argument(parser) -> None:
+    """The scripts' ``--merge JSON`` option (repeatable): before running, add the finished units
+    of another results file of the same configuration (:meth:`UnitStore.merge`)."""
+    parser.add_argument(
+        "--merge", action="append", default=[], metavar="JSON",
+        help="first add the finished units of this results file (same configuration; e.g. "
+        "written by a second process on other data sets with another --out); repeatable",
+    )  # fmt: skip
 
 
 def run_split_units(

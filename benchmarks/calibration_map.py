@@ -65,7 +65,14 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
-from _resume import UnitStore, finished_splits, mean_se, run_split_units, write_atomic  # noqa: E402
+from _resume import (  # noqa: E402
+    UnitStore,
+    add_merge_argument,
+    finished_splits,
+    mean_se,
+    run_split_units,
+    write_atomic,
+)
 from calibration import (  # noqa: E402
     DATASETS,
     METRICS,
@@ -314,13 +321,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(RESULTS / "calibration_map"))
     p.add_argument("--fresh", action="store_true")
-    p.add_argument(
-        "--merge",
-        action="append",
-        default=[],
-        metavar="JSON",
-        help="first add the units of another results file (same configuration)",
-    )
+    add_merge_argument(p)
     args = p.parse_args(argv)
     from bayesmkl.estimator import enable_compilation_cache
 

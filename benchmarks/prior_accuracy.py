@@ -33,7 +33,14 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
-from _resume import UnitStore, finished_splits, mean_se, run_split_units, write_atomic  # noqa: E402
+from _resume import (  # noqa: E402
+    UnitStore,
+    add_merge_argument,
+    finished_splits,
+    mean_se,
+    run_split_units,
+    write_atomic,
+)
 from calibration import metrics, run_info  # noqa: E402
 
 #: The settings tried: name → options passed to ``BM3KLClassifier`` on top of its defaults.
@@ -141,13 +148,7 @@ def main(argv=None) -> int:
     p.add_argument("--reference", default=str(RESULTS / "calibration.json"))
     p.add_argument("--out", default=str(RESULTS / "prior_accuracy"))
     p.add_argument("--fresh", action="store_true")
-    p.add_argument(
-        "--merge",
-        action="append",
-        default=[],
-        metavar="JSON",
-        help="first add the units of another results file (same configuration)",
-    )
+    add_merge_argument(p)
     args = p.parse_args(argv)
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]

@@ -61,7 +61,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from _resume import UnitStore, tiny_data, write_atomic  # noqa: E402
+from _resume import UnitStore, add_merge_argument, tiny_data, write_atomic  # noqa: E402
 
 from bayesmkl import BM3KLClassifier  # noqa: E402
 from bayesmkl.baselines import (  # noqa: E402
@@ -555,11 +555,7 @@ def main(argv=None):
         "--summary-only", action="store_true",
         help="write the summary and .md from the finished splits in the JSON; compute nothing",
     )  # fmt: skip
-    ap.add_argument(
-        "--merge", action="append", default=[], metavar="JSON",
-        help="first add the finished units of this results file (same configuration; e.g. "
-        "written by a second process on other data sets with another --out); repeatable",
-    )  # fmt: skip
+    add_merge_argument(ap)
     args = ap.parse_args(argv)
     if args.render:
         path = Path(args.render)
