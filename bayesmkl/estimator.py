@@ -159,9 +159,10 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
     calibration : {"loo", "cv", None} or int, default="loo"
         Probabilities: per draw, softmax of calibrated logits — ``(0, T·f)`` for the single
         binary classifier, ``T_c·f_c + β_c`` (a temperature and an intercept per class)
-        otherwise — with the map fitted at the end of :meth:`fit` on held-out decision draws. ``"loo"``: PSIS-LOO-weighted draws of the one
-        posterior, no refit (:func:`bayesmkl.loo.loo_calibrator`); under the default prior its
-        test log-loss matched the 3-fold map's within 0.013 on 7 data sets
+        otherwise — with the map fitted at the end of :meth:`fit` on held-out decision draws.
+        ``"loo"``: PSIS-LOO-weighted draws of the one posterior, no refit
+        (:func:`bayesmkl.loo.loo_calibrator`); under the default prior its test log-loss
+        matched the 3-fold map's within 0.013 on 7 data sets
         (``benchmarks/results/calibration_loo.md``); it warns when more than 30% of the points
         have Pareto k̂ > 0.7, and under ``prior="paper"``. ``"cv"`` (3 folds) or an int
         k ≥ 2: out-of-fold draws of k refits (cost: k extra fits on (k−1)/k of the data; see
