@@ -289,7 +289,7 @@ def write_markdown(summary: dict, path: Path, splits: int) -> None:
         "could gain on this posterior. Δ = method − tuned SVC + Platt, paired over splits (SE). "
         "Mean fitted (T, ε) in the last column.",
         "",
-        "| data set | metric | T (default) | T* | T*ε | SVC | T*ε (T, ε) |",
+        "| data set | metric | T | T* | T*ε | SVC | T*ε (T, ε) |",
         "|---|---|---|---|---|---|---|",
     ]
     for ds, s in summary.items():
