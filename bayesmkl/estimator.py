@@ -229,10 +229,9 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
     kernel_input_ : KernelInput
         The fitted pool (or the precomputed shape) used to build test kernels.
     calibrator_ : bayesmkl.calibration.Calibrator or None
-        The fitted map: temperature T (and an intercept β, 0 unless a saved model of an
-        earlier version had one) of a binary classifier; per-class ``class_temperatures`` and
-        ``class_intercepts`` for C ≥ 2 classifiers (empty in a saved model of an earlier
-        version, whose map is the shared T); ``None`` with ``calibration=None``.
+        The fitted map: a binary classifier's temperature T (β = 0 unless an older saved
+        model had one); ``class_temperatures`` and ``class_intercepts`` for C ≥ 2 classifiers
+        (empty in an older saved model: the shared T); ``None`` with ``calibration=None``.
     oof_log_predictive_ : ndarray (N,) or None
         Calibrated log predictive of each training label under the fold fit that held it out
         (see :meth:`loo_kfold`).
