@@ -99,11 +99,7 @@ class Calibrator:
 
     def to_dict(self) -> dict:
         """JSON-able dict of the fields (floats, ints and lists of floats)."""
-        return {
-            k: [float(x) for x in v] if isinstance(v, tuple) else float(v)
-            if isinstance(v, float) else int(v)
-            for k, v in asdict(self).items()
-        }  # fmt: skip
+        return {k: _to_json(v) for k, v in asdict(self).items()}
 
     @classmethod
     def from_dict(cls, d: dict) -> Calibrator:
@@ -116,6 +112,12 @@ class Calibrator:
             return log_proba_draws(F, np.array(self.class_temperatures),
                                    np.array(self.class_intercepts))  # fmt: skip
         return log_proba_draws(F, self.temperature, self.intercept)
+
+
+def _to_json(v):
+    if isinstance(v, tuple):  # the per-class fields
+        return [float(x) for x in v]
+    return float(v) if isinstance(v, float) else int(v)
 
 
 def _logits(F, temperature, intercept):

@@ -27,9 +27,9 @@ from pathlib import Path
 
 __all__ = [
     "STOPPED",
-    "add_merge_argument",
     "STOP_AFTER_ENV",
     "UnitStore",
+    "add_merge_argument",
     "git_commit",
     "mean_se",
     "finished_splits",

@@ -85,7 +85,7 @@ from bayesmkl.calibration import fit_calibrator  # noqa: E402
 
 VARIANTS = ("Tβ", "T", "Tβc", "Tcβc", "Tψ", "raw", "Tmean")
 BOUNDS = ("T*", "T*ε")
-REFERENCE = "T"  # the estimator's default map; Δ columns are paired against it
+REFERENCE = "T"  # the estimator's binary map (shared T); Δ columns are paired against it
 COLUMNS = VARIANTS + BOUNDS + ("SVC",)
 
 
@@ -161,6 +161,11 @@ def fit_test_bound(F_te, codes_te, with_floor: bool):
     return best.x, float(best.fun)
 
 
+def _map_params(cal):
+    """A fitted ``Calibrator``'s temperature, per-class temperatures and intercepts, flat."""
+    return np.r_[cal.temperature, cal.class_temperatures, cal.class_intercepts]
+
+
 def _n_classes(F):
     return 2 if F.shape[-1] == 1 else F.shape[-1]
 
@@ -198,10 +203,7 @@ def unit(X, y, tr, te, seed):
             theta = theta if theta.size else np.array([cal.temperature])  # binary: T
             loo = cal.oof_log_loss
             P = np.exp(cal.log_proba_draws(F_te)).mean(axis=0)
-            mine = np.r_[cal.temperature, cal.class_temperatures, cal.class_intercepts]
-            own = clf.calibrator_
-            check = float(np.max(np.abs(mine - np.r_[own.temperature, own.class_temperatures,
-                                                     own.class_intercepts])))  # fmt: skip
+            check = float(np.max(np.abs(_map_params(cal) - _map_params(clf.calibrator_))))
         elif v == "Tmean":  # plug-in: one "draw", the LOO-weighted mean of each point's draws
             f_bar = np.einsum("sn,snc->nc", np.exp(log_w), F)[None]
             theta, loo = fit_map(f_bar, codes, np.zeros(f_bar.shape[:2]), "T", t_max)

@@ -21,6 +21,7 @@ restart whose table defines a setting differently is refused.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -93,7 +94,7 @@ def summarise(units: dict, datasets, variants, splits: int, ref: dict) -> dict:
     return out
 
 
-def best_other(ref_ds: dict) -> tuple[str, float] | None:
+def best_method(ref_ds: dict) -> tuple[str, float] | None:
     """The most accurate method of the reference (mean accuracy over its splits)."""
     means = {m: float(np.mean([s["acc"] for s in v])) for m, v in ref_ds.items() if v}
     return max(means.items(), key=lambda kv: kv[1]) if means else None
@@ -113,7 +114,7 @@ def write_markdown(summary: dict, ref: dict, path: Path, splits: int, commits=()
         "",
     ]
     for ds, rows in summary.items():
-        best = best_other(ref.get(ds, {}))
+        best = best_method(ref.get(ds, {}))
         svc = ref.get(ds, {}).get("SVC")
         head = f"## {ds}"
         if best:
@@ -179,10 +180,7 @@ def main(argv=None) -> int:
         write_markdown(summary, ref, out.with_suffix(".md"), args.splits, commits)
 
     for name in variants:
-
-        def compute(X, y, tr, te, seed, options=VARIANTS[name]):
-            return unit(X, y, tr, te, seed, options)
-
+        compute = functools.partial(unit, options=VARIANTS[name])
         run_split_units(store, datasets, args.splits, args.seed, compute, publish, label=name)
     publish()
     print(out.with_suffix(".md").read_text())
