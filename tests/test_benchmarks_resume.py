@@ -16,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -340,3 +341,30 @@ def test_prior_accuracy_resumes_and_refuses_a_redefined_setting(tmp_path):
     args = ["--datasets", "tiny", "--splits", "2", "--variants", "default"]
     again = _run("prior_accuracy.py", [*args, "--out", str(tmp_path / "res")], tmp_path)
     assert again.returncode != 0 and "defined differently" in again.stderr
+
+
+def test_accuracy_replication_resumes_and_reads_earlier_fits(tmp_path):
+    """``accuracy_replication.py``: units keyed by seed × method × data set × split; a BM3KL
+    split already fitted by ``calibration.py`` (seed 0) is read from its file, not refitted, and
+    the pairing is split by split."""
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    fits = [{"acc": 0.5, "logloss": 0.7}, {"acc": 0.25, "logloss": 0.9}]
+    (earlier / "calibration.json").write_text(json.dumps({"per_split": {"tiny": {"BM3KL": fits}}}))
+    final = _interrupt_and_resume(
+        "accuracy_replication.py",
+        ["--datasets", "tiny", "--seeds", "0", "--splits", "2", "--methods", "BM3KL,SimpleMKL",
+         "--results", str(earlier)],
+        tmp_path, stop_after=1, timeout=300,
+        expected_units=[f"seed 0 | {m} | tiny | split {k}" for m in ("BM3KL", "SimpleMKL")
+                        for k in (0, 1)],
+    )  # fmt: skip
+    for k in (0, 1):
+        got = final["units"][f"seed 0 | BM3KL | tiny | split {k}"]["result"]
+        assert got == {**fits[k], "source": "calibration.json"}
+    simple = [final["units"][f"seed 0 | SimpleMKL | tiny | split {k}"]["result"]["acc"]
+              for k in (0, 1)]  # fmt: skip
+    entry = final["summary"]["tiny"]["methods"]["SimpleMKL"]
+    diffs = [fits[k]["acc"] - simple[k] for k in (0, 1)]
+    assert entry["bm3kl_minus"]["pooled"][0] == pytest.approx(np.mean(diffs))
+    assert final["summary"]["tiny"]["methods"]["BM3KL"]["acc"] == pytest.approx(0.375)
