@@ -16,7 +16,7 @@ Methods (BSVM-16 pool for every MKL method): ``BM3KL`` (the default estimator, s
 3-fold stratified CV on the training part) and ``SVC`` (``calibration.py``'s tuned SVC).
 
 BM3KL fits already made on the same splits with the same seeds are read, not refitted: seed 0
-from ``calibration.json`` (``per_split``), seed 100 from ``calibration_map_multiclass_seed100.json``
+from ``calibration.json`` (its units), seed 100 from ``calibration_map_multiclass_seed100.json``
 (its ``Tcβc`` row, which that benchmark checks equals the estimator's own map). Such a unit
 says where it came from (``source``).
 
@@ -58,7 +58,10 @@ METHODS = ("BM3KL", "BEMKL", "M3K", "SimpleMKL", "SVC")
 C_GRID = (0.1, 1.0, 10.0, 100.0)
 #: seed → (results file, how to read split k's BM3KL metrics of data set ds from it)
 EARLIER_FITS = {
-    0: ("calibration.json", lambda d, ds, k: d["per_split"][ds]["BM3KL"][k]),
+    0: (
+        "calibration.json",
+        lambda d, ds, k: d["units"][f"{ds} | split {k} | BM3KL"]["result"]["rows"]["BM3KL"],
+    ),
     100: (
         "calibration_map_multiclass_seed100.json",
         lambda d, ds, k: d["units"][f"{ds} | split {k}"]["result"]["rows"]["Tcβc"],

@@ -350,7 +350,9 @@ def test_accuracy_replication_resumes_and_reads_earlier_fits(tmp_path):
     earlier = tmp_path / "earlier"
     earlier.mkdir()
     fits = [{"acc": 0.5, "logloss": 0.7}, {"acc": 0.25, "logloss": 0.9}]
-    (earlier / "calibration.json").write_text(json.dumps({"per_split": {"tiny": {"BM3KL": fits}}}))
+    units = {f"tiny | split {k} | BM3KL": {"result": {"rows": {"BM3KL": fit}}}
+             for k, fit in enumerate(fits)}  # fmt: skip
+    (earlier / "calibration.json").write_text(json.dumps({"units": units}))
     final = _interrupt_and_resume(
         "accuracy_replication.py",
         ["--datasets", "tiny", "--seeds", "0", "--splits", "2", "--methods", "BM3KL,SimpleMKL",
