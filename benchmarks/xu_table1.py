@@ -30,8 +30,9 @@ synthetic rows, no shared data needed) is for smoke runs.
 Resumable (``benchmarks/_resume.py``): every finished unit — data set × split × method: its CV
 and its refit — is written to the JSON at once (atomically), with the package commit and the
 load average; a restart with the same settings skips the units already there (``--fresh``
-starts over). Two processes may share the work by data set, each with its own ``--out``; a
-later run with ``--merge OTHER.json`` takes the other's units into its own file.
+starts over). Two processes may share the work by data set, or by split of one data set
+(``--only-splits``), each with its own ``--out``; a later run with ``--merge OTHER.json`` takes
+the other's units into its own file.
 
 Usage::
 
@@ -555,6 +556,11 @@ def main(argv=None):
         "--summary-only", action="store_true",
         help="write the summary and .md from the finished splits in the JSON; compute nothing",
     )  # fmt: skip
+    ap.add_argument(
+        "--only-splits", default=None, metavar="K,K,...",
+        help="run only these split indices (e.g. a second process's share: 7,8,9); the table "
+        "still covers every finished split",
+    )  # fmt: skip
     add_merge_argument(ap)
     args = ap.parse_args(argv)
     if args.render:
@@ -567,6 +573,14 @@ def main(argv=None):
         cfg["splits"] = args.splits
     if args.folds is not None:
         cfg["folds"] = args.folds
+    only = None
+    if args.only_splits is not None:
+        try:
+            only = {int(k) for k in args.only_splits.split(",") if k.strip()}
+        except ValueError:
+            ap.error(f"--only-splits takes comma-separated integers, not {args.only_splits!r}")
+        if not only or not only <= set(range(cfg["splits"])):
+            ap.error(f"--only-splits {args.only_splits!r}: indices in 0..{cfg['splits'] - 1}")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = sorted(set(methods) - set(ALL_METHODS))
     if unknown:
@@ -606,8 +620,9 @@ def main(argv=None):
         per_split, infos = [], []
         for split in range(cfg["splits"]):
             keys = [store.key(name, f"split {split}", m) for m in methods]
-            if args.summary_only and not all(store.done(k) for k in keys):
-                continue  # summarise what is finished; compute nothing
+            finished = all(store.done(k) for k in keys)
+            if not finished and (args.summary_only or (only is not None and split not in only)):
+                continue  # summarise what is finished; compute nothing (or not this split)
             res, info = run_split(name, X, y, split, methods, cfg, args.seed, args.n_jobs, store)
             per_split.append(res)
             infos.append(info)

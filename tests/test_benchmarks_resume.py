@@ -240,6 +240,27 @@ def test_units_of_a_second_process_merge(tmp_path):
     assert wrong.returncode != 0 and "cannot merge" in wrong.stderr
 
 
+def test_two_processes_share_the_splits_of_one_data_set(tmp_path):
+    """``--only-splits``: each process computes only its own splits (the other's are not in its
+    file), and merging gives the table over all of them; an index outside the run is refused."""
+    args = ["--quick", "--methods", "AveKernel", "--n-jobs", "1", "--splits", "2",
+            "--datasets", "tiny"]  # fmt: skip
+    a, b = tmp_path / "a", tmp_path / "b"
+    for out, share in ((a, "0"), (b, "1")):
+        proc = _run("xu_table1.py", [*args, "--only-splits", share, "--out", str(out)], tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        units = json.loads(out.with_suffix(".json").read_text())["units"]
+        assert sorted(units) == [f"tiny | split {share} | AveKernel"]
+    merged = _run("xu_table1.py", [*args, "--summary-only", "--out", str(a), "--merge",
+                                   str(b.with_suffix(".json"))], tmp_path)  # fmt: skip
+    assert merged.returncode == 0, merged.stderr
+    final = json.loads(a.with_suffix(".json").read_text())
+    assert len(final["units"]) == 2
+    assert len(final["results"]["tiny"]["AveKernel"]["accs"]) == 2
+    bad = _run("xu_table1.py", [*args, "--only-splits", "2", "--out", str(a)], tmp_path)
+    assert bad.returncode != 0 and "--only-splits" in bad.stderr
+
+
 @pytest.mark.parametrize("bad", ["", "{not json", '{"benchmark": "written before issue 22"}'])
 def test_unreadable_or_old_results_start_over(tmp_path, bad):
     from _resume import UnitStore
