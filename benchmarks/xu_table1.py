@@ -446,6 +446,23 @@ def _summarise_into(report, name, X, y, per_split, infos, methods) -> None:
     report["splits_done"][name] = len(per_split)
 
 
+def published_check(results: dict, limit: float = 2.0) -> dict:
+    """Each published method's gap to paper A's Table I in published standard deviations,
+    ``(ours − paper) / paper SD``, per data set; ``within`` says whether every one is within
+    ``limit`` of them (issue 22's criterion: 2)."""
+    gaps = {
+        name: {
+            m: round((r[m]["acc_mean"] - PUBLISHED[name][m][0]) / PUBLISHED[name][m][1], 3)
+            for m in r
+            if m in PUBLISHED.get(name, {})
+        }
+        for name, r in results.items()
+    }
+    worst = max((abs(z) for g in gaps.values() for z in g.values()), default=None)
+    within = None if worst is None else bool(worst <= limit)  # None: nothing published
+    return dict(gap_sd=gaps, limit_sd=limit, max_abs_gap_sd=worst, within=within)
+
+
 def write_markdown(path: Path, report: dict) -> None:
     cfg, methods = report["config"], report["config"]["methods"]
     lines = [
@@ -472,8 +489,13 @@ def write_markdown(path: Path, report: dict) -> None:
         "training part (precomputed kernels, one process; CV and kernel computation excluded) "
         f"on {report['environment']['machine']}; published = Table II (MATLAB + LibSVM, CPU s).",
         "",
-        "Wall time of the run that wrote this "
-        f"{report.get('total_wall_time_s', float('nan')):.0f} s"
+        (
+            "Written from units computed by earlier runs (`--summary-only`; their times are "
+            "under 'Per data set')"
+            if "--summary-only" in report["argv"]
+            else "Wall time of the run that wrote this "
+            f"{report.get('total_wall_time_s', float('nan')):.0f} s"
+        )
         + _load_note(report["environment"])
         + "".join(f" {n}" for n in report.get("notes", [])),
         "",
@@ -498,6 +520,26 @@ def write_markdown(path: Path, report: dict) -> None:
         pub = [_fmt(*PUBLISHED[name][m]) if m in PUBLISHED.get(name, {}) else "–" for m in methods]
         lines.append(f"| {PAPER_NAMES.get(name, name)} (ours) | " + " | ".join(ours) + " |")
         lines.append(f"| {PAPER_NAMES.get(name, name)} (paper) | " + " | ".join(pub) + " |")
+    check = published_check(report["results"])
+    if check["within"] is not None:
+        published = sorted({m for g in check["gap_sd"].values() for m in g}, key=methods.index)
+        lines += [
+            "",
+            "## Against the published numbers: (ours − paper) / published SD",
+            "",
+            "| data | " + " | ".join(published) + " |",
+            "|---|" + "---|" * len(published),
+        ]
+        for name, g in check["gap_sd"].items():
+            row = [f"{g[m]:+.2f}" if m in g else "–" for m in published]
+            lines.append(f"| {PAPER_NAMES.get(name, name)} | " + " | ".join(row) + " |")
+        lines += [
+            "",
+            f"Largest gap {check['max_abs_gap_sd']:.2f} published SD: "
+            + ("every" if check["within"] else "**not every**")
+            + f" published method is within {check['limit_sd']:g} SD of the paper"
+            + (" (on the finished splits)." if partial else "."),
+        ]
     lines += [
         "",
         "## Mean training time (s) and mean number of selected kernels (MNK, μ > 1e-3·max μ)",
@@ -628,6 +670,7 @@ def main(argv=None):
             infos.append(info)
             # publish after every split, so that a run stopped later leaves its table
             _summarise_into(report, name, X, y, per_split, infos, methods)
+            report["published_check"] = published_check(report["results"])
             report["total_wall_time_s"] = time.perf_counter() - t_all
             report["environment"]["loadavg_end"] = list(os.getloadavg())
             store.save(**_jsonable(report))  # strict JSON: no NaN or inf

@@ -261,6 +261,21 @@ def test_two_processes_share_the_splits_of_one_data_set(tmp_path):
     assert bad.returncode != 0 and "--only-splits" in bad.stderr
 
 
+def test_xu_table1_measures_the_gap_to_the_paper_in_published_sds():
+    """Issue 22's criterion for Table I: every published method within 2 published SD."""
+    from xu_table1 import PUBLISHED, published_check
+
+    mean, sd = PUBLISHED["heart"]["SimpleMKL"]
+    results = {"heart": {"SimpleMKL": {"acc_mean": mean + 1.5 * sd},
+                         "BM3KL": {"acc_mean": 0.0}}}  # fmt: skip  # not published: ignored
+    check = published_check(results)
+    assert check["gap_sd"] == {"heart": {"SimpleMKL": 1.5}} and check["within"] is True
+    results["heart"]["SimpleMKL"]["acc_mean"] = mean - 2.5 * sd
+    assert published_check(results)["within"] is False
+    assert published_check(results)["max_abs_gap_sd"] == 2.5
+    assert published_check({"tiny": {"SimpleMKL": {"acc_mean": 90.0}}})["within"] is None
+
+
 @pytest.mark.parametrize("bad", ["", "{not json", '{"benchmark": "written before issue 22"}'])
 def test_unreadable_or_old_results_start_over(tmp_path, bad):
     from _resume import UnitStore
