@@ -463,6 +463,13 @@ def published_check(results: dict, limit: float = 2.0) -> dict:
     return dict(gap_sd=gaps, limit_sd=limit, max_abs_gap_sd=worst, within=within)
 
 
+def _table_head(title: str, columns) -> list[str]:
+    """A blank line, a Markdown section ``title`` and the head of its table, one row per data set
+    and one column per entry of ``columns``."""
+    return ["", f"## {title}", "", "| data | " + " | ".join(columns) + " |",
+            "|---|" + "---|" * len(columns)]  # fmt: skip
+
+
 def write_markdown(path: Path, report: dict) -> None:
     cfg, methods = report["config"], report["config"]["methods"]
     lines = [
@@ -509,12 +516,7 @@ def write_markdown(path: Path, report: dict) -> None:
             + " finished (the means below are over those); the run resumes unit by unit.",
             "",
         ]
-    lines += [
-        "## Test accuracy (%)",
-        "",
-        "| data | " + " | ".join(methods) + " |",
-        "|---|" + "---|" * len(methods),
-    ]
+    lines += _table_head("Test accuracy (%)", methods)[1:]  # the blank line is already there
     for name, r in report["results"].items():
         ours = [_fmt(r[m]["acc_mean"], r[m]["acc_std"]) for m in methods]
         pub = [_fmt(*PUBLISHED[name][m]) if m in PUBLISHED.get(name, {}) else "–" for m in methods]
@@ -523,13 +525,8 @@ def write_markdown(path: Path, report: dict) -> None:
     check = published_check(report["results"])
     if check["within"] is not None:
         published = sorted({m for g in check["gap_sd"].values() for m in g}, key=methods.index)
-        lines += [
-            "",
-            "## Against the published numbers: (ours − paper) / published SD",
-            "",
-            "| data | " + " | ".join(published) + " |",
-            "|---|" + "---|" * len(published),
-        ]
+        lines += _table_head("Against the published numbers: (ours − paper) / published SD",
+                             published)  # fmt: skip
         for name, g in check["gap_sd"].items():
             row = [f"{g[m]:+.2f}" if m in g else "–" for m in published]
             lines.append(f"| {PAPER_NAMES.get(name, name)} | " + " | ".join(row) + " |")
@@ -540,13 +537,9 @@ def write_markdown(path: Path, report: dict) -> None:
             + f" published method is within {check['limit_sd']:g} SD of the paper"
             + (" (on the finished splits)." if partial else "."),
         ]
-    lines += [
-        "",
-        "## Mean training time (s) and mean number of selected kernels (MNK, μ > 1e-3·max μ)",
-        "",
-        "| data | " + " | ".join(methods) + " |",
-        "|---|" + "---|" * len(methods),
-    ]
+    lines += _table_head(
+        "Mean training time (s) and mean number of selected kernels (MNK, μ > 1e-3·max μ)", methods
+    )
     for name, r in report["results"].items():
         ours = [f"{r[m]['time_mean']:.2f}" for m in methods]
         pt = PUBLISHED_TIME.get(name, {})
