@@ -505,18 +505,17 @@ def write_markdown(path: Path, report: dict) -> None:
         )
         + _load_note(report["environment"])
         + "".join(f" {n}" for n in report.get("notes", [])),
-        "",
     ]
     done = report.get("splits_done", {})
     partial = {n: k for n, k in done.items() if k < cfg["splits"]}
     if partial:
         lines += [
+            "",
             "**Partial**: "
             + ", ".join(f"{n} {k} of {cfg['splits']} splits" for n, k in partial.items())
             + " finished (the means below are over those); the run resumes unit by unit.",
-            "",
         ]
-    lines += _table_head("Test accuracy (%)", methods)[1:]  # the blank line is already there
+    lines += _table_head("Test accuracy (%)", methods)
     for name, r in report["results"].items():
         ours = [_fmt(r[m]["acc_mean"], r[m]["acc_std"]) for m in methods]
         pub = [_fmt(*PUBLISHED[name][m]) if m in PUBLISHED.get(name, {}) else "–" for m in methods]
