@@ -46,6 +46,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import sys
 import time
 import warnings
@@ -149,6 +150,22 @@ NO_GRID = ("BM3KL", "BEMKL", "BM3KL paper")
 #: Time budget of a "BM3KL paper" fit (s): the paper's prior does not converge in a user's time
 #: (benchmarks/results/prior_study.md), so its row is a budgeted run, reported as such.
 PAPER_MAX_TIME = 300.0
+#: An η-study row: BM3KL with another Dirichlet concentration η under a wall-time budget (s),
+#: named ``"BM3KL eta=0.1 max_time=1200"`` (both values in the name, so that the units of such a
+#: row share their file's configuration with the default rows; not one of the default rows).
+ETA_ROW = re.compile(r"BM3KL eta=([0-9.eE+-]+) max_time=([0-9.]+)")
+
+
+def eta_row(method: str) -> tuple[float, float] | None:
+    """``(eta, max_time)`` of an η-study row's name; ``None`` for any other method."""
+    match = ETA_ROW.fullmatch(method)
+    return None if match is None else (float(match.group(1)), float(match.group(2)))
+
+
+def no_grid(method: str) -> bool:
+    """Whether ``method`` is fitted with fixed settings (no grid, no CV)."""
+    return method in NO_GRID or eta_row(method) is not None
+
 
 FULL = dict(
     splits=10,
@@ -178,7 +195,7 @@ QUICK = dict(
 
 def method_grid(method: str, cfg: dict, P: int) -> list[dict]:
     """Hyper-parameter grid of one method (C outermost), ``ν = "1/M"`` resolved with ``P``."""
-    if method in NO_GRID:
+    if no_grid(method):
         return [{}]
     extra = {
         "AveKernel": [{}],
@@ -194,6 +211,12 @@ def method_grid(method: str, cfg: dict, P: int) -> list[dict]:
 
 def make_estimator(method: str, params: dict, P: int, cfg: dict):
     """The estimator of ``method`` with ``params`` on precomputed kernels."""
+    if eta_row(method) is not None:
+        eta, max_time = eta_row(method)
+        return BM3KLClassifier(
+            kernels="precomputed", calibration=None, progress_bar=False,
+            random_state=cfg.get("split_seed", 0), eta=eta, max_time=max_time,
+        )  # fmt: skip
     if method in ("BM3KL", "BM3KL paper"):
         paper = method == "BM3KL paper"
         return BM3KLClassifier(
@@ -470,6 +493,21 @@ def _table_head(title: str, columns) -> list[str]:
             "|---|" + "---|" * len(columns)]  # fmt: skip
 
 
+def _paired_table(results: dict, methods, ref: str = "BM3KL") -> list[str]:
+    """Markdown lines: each method's test accuracy minus ``ref``'s, paired over the splits
+    (mean and standard error, in points); nothing without ``ref`` or with fewer than 2 splits."""
+    others = [m for m in methods if m != ref]
+    if ref not in methods or not others or min(len(r[ref]["accs"]) for r in results.values()) < 2:
+        return []
+    lines = _table_head(f"Paired over splits: method − {ref} (accuracy points, mean (SE))", others)
+    for name, r in results.items():
+        base = np.asarray(r[ref]["accs"])
+        diffs = [np.asarray(r[m]["accs"]) - base for m in others]
+        row = [f"{d.mean():+.2f} ({d.std(ddof=1) / np.sqrt(len(d)):.2f})" for d in diffs]
+        lines.append(f"| {PAPER_NAMES.get(name, name)} | " + " | ".join(row) + " |")
+    return lines
+
+
 def write_markdown(path: Path, report: dict) -> None:
     cfg, methods = report["config"], report["config"]["methods"]
     lines = [
@@ -521,6 +559,7 @@ def write_markdown(path: Path, report: dict) -> None:
         pub = [_fmt(*PUBLISHED[name][m]) if m in PUBLISHED.get(name, {}) else "–" for m in methods]
         lines.append(f"| {PAPER_NAMES.get(name, name)} (ours) | " + " | ".join(ours) + " |")
         lines.append(f"| {PAPER_NAMES.get(name, name)} (paper) | " + " | ".join(pub) + " |")
+    lines += _paired_table(report["results"], methods)
     check = published_check(report["results"])
     if check["within"] is not None:
         published = sorted({m for g in check["gap_sd"].values() for m in g}, key=methods.index)
@@ -561,8 +600,9 @@ def write_markdown(path: Path, report: dict) -> None:
             hit = r[m]["refits_hit_max_iter"] + r[m]["cv_fits_hit_max_iter"]
             # BM3KL's ConvergenceWarning is its run-length budget, reported by _run_note
             note = f"; {hit} fit(s) stopped at max_iter" if hit and "BM3KL" not in m else ""
-            if m in NO_GRID:
-                lines.append(f"  - {m}: defaults, no CV{note}{_run_note(r[m].get('runs'))}")
+            if no_grid(m):
+                how = "defaults" if m in NO_GRID else "the settings in its name"
+                lines.append(f"  - {m}: {how}, no CV{note}{_run_note(r[m].get('runs'))}")
             else:
                 lines.append(f"  - {m}: selected {r[m]['params']}{note}")
     write_atomic(path, "\n".join(lines) + "\n")
@@ -616,9 +656,12 @@ def main(argv=None):
         if not only or not only <= set(range(cfg["splits"])):
             ap.error(f"--only-splits {args.only_splits!r}: indices in 0..{cfg['splits'] - 1}")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    unknown = sorted(set(methods) - set(ALL_METHODS))
+    unknown = sorted(m for m in methods if m not in ALL_METHODS and eta_row(m) is None)
     if unknown:
-        ap.error(f"unknown method(s) {unknown}; choose from {ALL_METHODS}")
+        ap.error(
+            f"unknown method(s) {unknown}; choose from {ALL_METHODS} or an η-study row "
+            "such as 'BM3KL eta=0.1 max_time=1200'"
+        )
     datasets = [d.strip().lower() for d in args.datasets.split(",") if d.strip()]
     datasets = ["pima" if d == "diabetes" else d for d in datasets]
     cfg.update(quick=args.quick, methods=methods, seed=args.seed, n_jobs=args.n_jobs,
