@@ -277,6 +277,36 @@ def test_xu_table1_measures_the_gap_to_the_paper_in_published_sds():
     assert published_check({"tiny": {"SimpleMKL": {"acc_mean": 90.0}}})["within"] is None
 
 
+def test_xu_table1_eta_rows_carry_their_settings_in_the_name():
+    """An η-study row fits BM3KL with the η and budget its name gives, without a grid; other
+    names are not η rows (and stay refused by the method check)."""
+    from xu_table1 import eta_row, make_estimator, method_grid, no_grid
+
+    name = "BM3KL eta=0.1 max_time=1200"
+    assert eta_row(name) == (0.1, 1200.0)
+    est = make_estimator(name, {}, P=5, cfg={"split_seed": 7})
+    assert (est.eta, est.max_time, est.random_state, est.calibration) == (0.1, 1200.0, 7, None)
+    assert no_grid(name) and method_grid(name, {"C": [1.0, 10.0]}, 5) == [{}]
+    for other in ("BM3KL", "BM3KL eta=0.1", "BM3KL eta=abc max_time=1", "xBM3KL eta=1 max_time=1"):
+        assert eta_row(other) is None
+    assert not no_grid("SimpleMKL") and no_grid("BM3KL")
+
+
+def test_xu_table1_pairs_each_method_with_bm3kl_over_splits():
+    """The paired table gives mean and standard error of (method − BM3KL) split by split."""
+    from xu_table1 import _paired_table
+
+    results = {"heart": {"BM3KL": {"accs": [80.0, 82.0, 90.0]},
+                         "SimpleMKL": {"accs": [81.0, 85.0, 90.0]}}}  # fmt: skip
+    lines = _paired_table(results, ["SimpleMKL", "BM3KL"])
+    d = np.array([1.0, 3.0, 0.0])  # mean 4/3; SE = sd / √3
+    assert lines[-1] == f"| Heart | +1.33 ({d.std(ddof=1) / np.sqrt(3):.2f}) |"
+    assert "SimpleMKL" in lines[-3] and "BM3KL |" not in lines[-3]  # BM3KL is the reference
+    assert _paired_table(results, ["SimpleMKL"]) == []  # no reference
+    one = {"heart": {m: {"accs": r["accs"][:1]} for m, r in results["heart"].items()}}
+    assert _paired_table(one, ["SimpleMKL", "BM3KL"]) == []  # one split: no SE
+
+
 @pytest.mark.parametrize("bad", ["", "{not json", '{"benchmark": "written before issue 22"}'])
 def test_unreadable_or_old_results_start_over(tmp_path, bad):
     from _resume import UnitStore
