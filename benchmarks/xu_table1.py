@@ -325,7 +325,7 @@ def run_method(name, data: SplitData, split, m, cfg, n_jobs):
         res["run"] = dict(
             converged=bool(report.converged), stopped_by=report.stopped_by,
             num_samples=int(report.num_samples), rhat_max=float(report.rhat_max),
-            ess_bulk_min=float(report.ess_bulk_min),
+            ess_bulk_min=float(report.ess_bulk_min), worst=str(report.worst),
         )  # fmt: skip
     print(
         f"  {name:10s} split {split}  {m:9s} acc {100 * acc:6.2f}  fit {fit_time:7.2f}s  "
@@ -444,9 +444,12 @@ def _run_note(runs) -> str:
     worst = max(r["rhat_max"] for r in runs)
     ess = min(r["ess_bulk_min"] for r in runs)
     sweeps = [r["num_samples"] for r in runs]
+    named = [r for r in runs if "worst" in r and not r["converged"]]  # recorded since the η study
+    where = f" (on {max(named, key=lambda r: r['rhat_max'])['worst']})" if named else ""
     return (
         f"; chains converged (R-hat ≤ 1.01, ESS ≥ 400) in {ok} of {len(runs)} split(s); worst "
-        f"R-hat {worst:.3f}, min bulk ESS {ess:.0f}, sweeps per chain {min(sweeps)}–{max(sweeps)}"
+        f"R-hat {worst:.3f}{where}, min bulk ESS {ess:.0f}, sweeps per chain "
+        f"{min(sweeps)}–{max(sweeps)}"
     )
 
 

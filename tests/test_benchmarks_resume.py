@@ -437,3 +437,14 @@ def test_accuracy_replication_resumes_and_reads_earlier_fits(tmp_path):
     diffs = [fits[k]["acc"] - simple[k] for k in (0, 1)]
     assert entry["bm3kl_minus"]["pooled"][0] == pytest.approx(np.mean(diffs))
     assert final["summary"]["tiny"]["methods"]["BM3KL"]["acc"] == pytest.approx(0.375)
+
+
+def test_xu_table1_run_note_names_the_worst_quantity_of_an_unconverged_fit():
+    from xu_table1 import _run_note
+
+    ok = dict(converged=True, rhat_max=1.005, ess_bulk_min=450.0, num_samples=700, worst="w[1]")
+    bad = dict(ok, converged=False, rhat_max=1.13, ess_bulk_min=21.0, num_samples=500, worst="w[7]")
+    note = _run_note([ok, bad])
+    assert "in 1 of 2 split(s)" in note and "R-hat 1.130 (on w[7])" in note
+    assert "(on" not in _run_note([ok])  # converged: nothing to name
+    assert "(on" not in _run_note([{k: v for k, v in bad.items() if k != "worst"}])  # older units
