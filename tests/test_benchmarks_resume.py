@@ -448,3 +448,21 @@ def test_xu_table1_run_note_names_the_worst_quantity_of_an_unconverged_fit():
     assert "in 1 of 2 split(s)" in note and "R-hat 1.130 (on w[7])" in note
     assert "(on" not in _run_note([ok])  # converged: nothing to name
     assert "(on" not in _run_note([{k: v for k, v in bad.items() if k != "worst"}])  # older units
+
+
+def test_xu_eta_mixing_splits_the_verdict_by_quantity(tmp_path):
+    """A short budgeted run on synthetic data: the report's per-quantity verdicts agree with
+    the run report's (its max R-hat is the weights' or the held-in decision values'), and the
+    chains' accuracies are accuracies on the test part."""
+    out = tmp_path / "mix"
+    proc = _run("xu_eta_mixing.py", ["--dataset", "tiny", "--max-time", "5", "--out", str(out)],
+                tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(out.with_suffix(".json").read_text())
+    rhat = max(r["w"]["rhat_max"], r["f_train"]["rhat_max"])
+    assert rhat == pytest.approx(r["run_report"]["rhat_max"], rel=1e-9)
+    n_test = 18  # 30 % of tiny's 60 rows
+    assert all(round(a * n_test) == pytest.approx(a * n_test) for a in r["acc_per_chain"])
+    assert r["acc_all_chains"] == r["acc_predict"]  # the estimator's rule, recomputed
+    assert r["top20_overlap_with_chain0"][0] == 20 and len(r["acc_per_chain"]) == r["chains"]
+    assert "| w |" in out.with_suffix(".md").read_text()
