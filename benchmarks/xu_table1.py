@@ -18,7 +18,9 @@ Protocol (spec ``baselines.md``, paper A, "Protocol A"):
   so ``calibration=None``), "BM3KL paper" (the same with ``prior="paper"``, the paper's
   hyper-parameters, under a 300 s budget per fit since that prior does not converge in a
   user's time) and BEMKL (variational Bayes, defaults); these two have no grid, so
-  no CV: the same model is fitted on the training part of every split;
+  no CV: the same model is fitted on the training part of every split; η-study rows such as
+  ``--methods "BM3KL eta=0.1 max_time=1200"`` fit BM3KL with that η under that budget
+  (``benchmarks/results/xu_eta.md``);
 * grids (full): C ∈ {0.01, 0.1, 1, 10, 100}; Lp p ∈ {1, 32/31, 16/15, 8/7, 4/3, 2, 3, ∞};
   SGMKL v ∈ {0, 0.1, …, 1}; SM1MKL θ = 1/(νM), ν ∈ {1/M, 0.1, …, 1}; SM2MKL θ ∈ {1e-5, …, 1e5}.
 
