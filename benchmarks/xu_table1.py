@@ -213,19 +213,16 @@ def method_grid(method: str, cfg: dict, P: int) -> list[dict]:
 
 def make_estimator(method: str, params: dict, P: int, cfg: dict):
     """The estimator of ``method`` with ``params`` on precomputed kernels."""
-    if eta_row(method) is not None:
-        eta, max_time = eta_row(method)
-        return BM3KLClassifier(
-            kernels="precomputed", calibration=None, progress_bar=False,
-            random_state=cfg.get("split_seed", 0), eta=eta, max_time=max_time,
-        )  # fmt: skip
-    if method in ("BM3KL", "BM3KL paper"):
+    study = eta_row(method)
+    if study is not None or method in ("BM3KL", "BM3KL paper"):
         paper = method == "BM3KL paper"
-        return BM3KLClassifier(
-            kernels="precomputed", calibration=None, progress_bar=False,
-            random_state=cfg.get("split_seed", 0), prior="paper" if paper else "default",
-            max_time=cfg.get("paper_max_time" if paper else "bm3kl_max_time"),
+        settings = (
+            dict(eta=study[0], max_time=study[1]) if study is not None
+            else dict(prior="paper" if paper else "default",
+                      max_time=cfg.get("paper_max_time" if paper else "bm3kl_max_time"))
         )  # fmt: skip
+        return BM3KLClassifier(kernels="precomputed", calibration=None, progress_bar=False,
+                               random_state=cfg.get("split_seed", 0), **settings)  # fmt: skip
     if method == "BEMKL":
         return BEMKL(kernels="precomputed")
     common = dict(kernels="precomputed", C=params["C"], svc_tol=cfg["svc_tol"])
