@@ -5,8 +5,9 @@ synthetic data generated here from a fixed seed, ``BM3KLClassifier`` with each e
 kernel-weight move (``"collapsed"``, ``"gibbs"``, ``"exact"``; ``"gibbs"`` on three classes,
 so the one-vs-all path is covered too) and two baselines (SimpleMKL's kernel weights, BEMKL's
 variational means), plus the kernels of the two named pools, and compares them with
-the stored fixture at ``rtol=1e-10``. Every fit is unweighted, so the test also
-guards that adding sample weights to the sampler leaves unweighted draws unchanged.
+the stored fixture (``rtol=1e-10``; the sampler cases ``1e-5``, see below). Every fit is
+unweighted, so the test also guards that adding sample weights to the sampler leaves
+unweighted draws unchanged.
 
 A failure means the numbers changed. If the change is intended (a new default, a fixed bug in a
 conditional), regenerate the fixture in a separate commit that says why::
@@ -37,16 +38,20 @@ import pytest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RTOL = 1e-10
+SAMPLER_RTOL = 1e-5  # XLA codegen drift (<= 9e-7 measured) vs behaviour changes (>= 7.5e-5)
 
 
 def blas_architecture() -> str:
     """NumPy's OpenBLAS kernel architecture, lower case (``"haswell"``, ``"skylakex"``, …)."""
     import threadpoolctl
 
-    for info in threadpoolctl.threadpool_info():
-        if info.get("internal_api") == "openblas":
-            return str(info.get("architecture") or "unknown").lower()
-    return "not-openblas"
+    # NumPy's own library, not whichever OpenBLAS happens to be listed first (SciPy ships
+    # another, and other extensions loaded during a long test session may bring more).
+    libs = [i for i in threadpoolctl.threadpool_info() if i.get("internal_api") == "openblas"]
+    mine = [i for i in libs if "numpy" in str(i.get("filepath", ""))] or libs
+    if not mine:
+        return "not-openblas"
+    return str(mine[0].get("architecture") or "unknown").lower()
 
 
 def fixture_path() -> Path:
@@ -163,9 +168,10 @@ def test_same_seed_same_numbers(name):
     assert stored, f"fixture has no entries for case {name!r}; regenerate it (see docstring)"
     got = _case(name)
     assert sorted(got) == sorted(stored)
+    rtol = SAMPLER_RTOL if name in BM3KL_CASES else RTOL
     for key, want in stored.items():
         np.testing.assert_allclose(
-            got[key], want, rtol=RTOL, atol=0, err_msg=f"{name}/{key} changed"
+            got[key], want, rtol=rtol, atol=0, err_msg=f"{name}/{key} changed"
         )
 
 
