@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -30,6 +31,7 @@ __all__ = [
     "STOP_AFTER_ENV",
     "UnitStore",
     "add_merge_argument",
+    "eta_row",
     "git_commit",
     "mean_se",
     "finished_splits",
@@ -245,6 +247,18 @@ def mean_se(diffs) -> list[float]:
     d = np.asarray(diffs, dtype=float)
     se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
     return [float(d.mean()), se]
+
+
+#: An η-study row: BM3KL with another Dirichlet concentration η under a wall-time budget (s),
+#: named ``"BM3KL eta=0.1 max_time=1200"``. Both values are in the name, so that the units of
+#: such a row share their file's configuration with the default rows (xu_table1, calibration).
+ETA_ROW = re.compile(r"BM3KL eta=([0-9.eE+-]+) max_time=([0-9.]+)")
+
+
+def eta_row(method: str) -> tuple[float, float] | None:
+    """``(eta, max_time)`` of an η-study row's name; ``None`` for any other method."""
+    match = ETA_ROW.fullmatch(method)
+    return None if match is None else (float(match.group(1)), float(match.group(2)))
 
 
 def tiny_data(n: int = 60, d: int = 3, seed: int = 0):

@@ -21,6 +21,10 @@ Methods (all MKL methods on the BSVM-16 pool):
   fraction of training points whose Pareto k̂ > 0.7. Under ``calibration="loo"``, the default
   since issue 21, this is the estimator's own map (the rows agree); it differs from ``BM3KL``
   in a ``--calibration cv`` run;
+* η-study rows such as ``--methods "BM3KL eta=0.2 max_time=600"``: the default fit with that
+  Dirichlet concentration η under that wall-time budget (both in the name, as in
+  ``xu_table1.py``; a sparser η predicts better on a large pool but mixes worse there,
+  ``results/xu_eta.md``), with its convergence kept like the paper row's;
 * ``BEMKL`` (Gönen 2012, VB), ``BM3KLMAP`` (MAP of the BM3KL posterior with the paper's
   hyper-parameters, raw ψ rule);
 * ``SVC``: ``GridSearchCV(StandardScaler + SVC(probability=True))`` over C ∈ 2^{-3,-1,…,9} and
@@ -67,7 +71,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
-from _resume import UnitStore, tiny_data, write_atomic  # noqa: E402
+from _resume import UnitStore, eta_row, tiny_data, write_atomic  # noqa: E402
 
 DATASETS = ("sonar", "liver", "ionosphere", "pima", "breast", "heart", "wine", "glass")
 METHODS = ("BM3KL", "BM3KL raw", "BM3KL psis", "BM3KL paper", "BEMKL", "BM3KLMAP", "SVC", "GPC")
@@ -111,8 +115,9 @@ def metrics(proba, codes) -> dict:
 # ------------------------------------------------------------------------------------------
 
 
-def bm3kl_params(args, seed, paper: bool = False) -> dict:
-    """The estimator's parameters: its defaults except what the options set."""
+def bm3kl_params(args, seed, paper: bool = False, eta=None) -> dict:
+    """The estimator's parameters: its defaults except what the options set (``eta``: an
+    η-study row's ``(eta, max_time)``)."""
     params = {"random_state": seed, "progress_bar": False}
     if args.sampler is not None:
         params["sampler"] = args.sampler
@@ -124,6 +129,8 @@ def bm3kl_params(args, seed, paper: bool = False) -> dict:
         params["calibration"] = args.folds if args.calibration == "cv" else args.calibration
     if paper:
         params.update(prior="paper", max_time=args.paper_max_time)
+    if eta is not None:
+        params.update(eta=eta[0], max_time=eta[1])
     return params
 
 
@@ -134,16 +141,18 @@ def run_info(clf) -> dict:
             "num_samples": int(r.num_samples)}  # fmt: skip
 
 
-def bm3kl_paper(Xtr, ytr, Xte, args, seed):
-    """The paper's prior under a time budget → its probabilities and whether it converged."""
+def bm3kl_budgeted(method, Xtr, ytr, Xte, args, seed):
+    """A budgeted row ("BM3KL paper" or an η-study row) → its probabilities and whether it
+    converged."""
     from bayesmkl import BM3KLClassifier
 
-    clf = BM3KLClassifier(**bm3kl_params(args, seed, paper=True))
+    params = bm3kl_params(args, seed, paper=method == "BM3KL paper", eta=eta_row(method))
+    clf = BM3KLClassifier(**params)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         clf.fit(Xtr, ytr)
-    return {"BM3KL paper": (clf.predict_proba(Xte), time.perf_counter() - t0)}, run_info(clf)
+    return {method: (clf.predict_proba(Xte), time.perf_counter() - t0)}, run_info(clf)
 
 
 def psis_training_draws(clf, ytr):
@@ -320,8 +329,10 @@ def write_markdown(result: dict, path: Path) -> None:
         "(summed over resumed runs).",
         "",
     ]
+    present = dict.fromkeys(m for r in result["datasets"].values() for m in r)
+    studies = [m for m in present if eta_row(m)]
     for metric, fmt in (("logloss", ".3f"), ("ece", ".3f"), ("acc", ".3f"), ("brier", ".3f")):
-        methods = [m for m in METHODS if any(m in r for r in result["datasets"].values())]
+        methods = [m for m in (*METHODS, *studies) if m in present]
         lines += [f"## {metric}", "", "| data set | " + " | ".join(methods) + " |"]
         lines += ["|---" * (len(methods) + 1) + "|"]
         for ds, summ in result["datasets"].items():
@@ -382,7 +393,30 @@ def write_markdown(result: dict, path: Path) -> None:
             f"{mean['psis_temperature']:.2f} | {mean['khat_gt_0.7']:.2f} | {_converged(info)} "
             f"| {_converged(paper)} |"
         )
+    lines += _eta_section(result, studies)
     write_atomic(path, "\n".join(lines) + "\n")
+
+
+def _eta_section(result: dict, studies: list) -> list[str]:
+    """Each η-study row minus the default BM3KL row, paired over the splits both finished, and
+    how many of its fits converged."""
+    if not studies:
+        return []
+    lines = ["", "## η-study rows minus BM3KL (paired over splits: mean (SE))", ""]
+    lines += ["| data set | row | log-loss | ECE | accuracy | converged |", "|---" * 6 + "|"]
+    for ds, per in result["per_split"].items():
+        for m in studies:
+            if m not in per or "BM3KL" not in per:
+                continue
+            n = min(len(per[m]), len(per["BM3KL"]))
+            both = {"BM3KL": per["BM3KL"][:n], m: per[m][:n]}
+            cells = []
+            for metric in ("logloss", "ece", "acc"):
+                mean, se = paired_difference(both, metric, m, "BM3KL")
+                cells.append(f"{mean:+.4f}" + ("" if se is None else f" ({se:.4f})"))
+            infos = result.get("eta_info", {}).get(ds, {}).get(m, [])
+            lines.append(f"| {ds} | {m} | " + " | ".join(cells) + f" | {_converged(infos)} |")
+    return lines
 
 
 def main(argv=None) -> int:
@@ -413,7 +447,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None, help="results path stem (default results/STEM)")
     args = p.parse_args(argv)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    unknown = sorted(set(methods) - set(METHODS))
+    unknown = sorted(m for m in set(methods) - set(METHODS) if eta_row(m) is None)
     if unknown:
         p.error(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
@@ -449,15 +483,19 @@ def main(argv=None) -> int:
         "criterion": {},
         "bm3kl_info": {},
         "paper_info": {},
+        "eta_info": {},
     }
     wall_s = 0.0  # summed over the units, whichever run computed them
     # data sets of earlier runs that this one does not ask for keep their summaries
     earlier = [k.split(" | ")[0] for k in store.units]
     extra = [d for d in dict.fromkeys(earlier) if d not in datasets]
+    # η-study rows asked for now or finished by an earlier run, after the fixed methods
+    rows = [m for m in methods if eta_row(m)] + [k.split(" | ")[-1] for k in store.units]
+    all_methods = (*METHODS, *dict.fromkeys(m for m in rows if eta_row(m)))
     for ds in datasets + extra:
         compute = ds in datasets
         # a computed set's summary keeps the methods an earlier run finished on it
-        keys = [[store.key(ds, f"split {k}", m) for m in METHODS
+        keys = [[store.key(ds, f"split {k}", m) for m in all_methods
                  if (compute and m in methods) or store.done(store.key(ds, f"split {k}", m))]
                 for k in range(args.splits)]  # fmt: skip
         if compute and not all(store.done(key) for row in keys for key in row):
@@ -469,7 +507,7 @@ def main(argv=None) -> int:
             splitter = StratifiedShuffleSplit(args.splits, test_size=0.3, random_state=args.seed)
             splits = list(splitter.split(X, y))
         per = {}
-        infos, paper_infos = [], []
+        infos, paper_infos, eta_infos = [], [], {}
         for k in range(args.splits):
             fitted = False
             for key in keys[k]:
@@ -483,8 +521,8 @@ def main(argv=None) -> int:
                     t0 = time.perf_counter()
                     if m == "BM3KL":
                         outs, info = bm3kl_family(Xtr, ytr, Xte, args, args.seed + k)
-                    elif m == "BM3KL paper":
-                        outs, info = bm3kl_paper(Xtr, ytr, Xte, args, args.seed + k)
+                    elif m == "BM3KL paper" or eta_row(m):
+                        outs, info = bm3kl_budgeted(m, Xtr, ytr, Xte, args, args.seed + k)
                     else:
                         outs, info = {m: baseline(m, Xtr, ytr, Xte, args.seed + k)}, None
                     rows = {name: {**metrics(P, codes), "fit_s": fit_s}
@@ -495,7 +533,10 @@ def main(argv=None) -> int:
                 unit = store.result(key)
                 wall_s += unit["wall_s"]
                 if unit["info"] is not None:
-                    (paper_infos if m == "BM3KL paper" else infos).append(unit["info"])
+                    if eta_row(m):
+                        eta_infos.setdefault(m, []).append(unit["info"])
+                    else:
+                        (paper_infos if m == "BM3KL paper" else infos).append(unit["info"])
                 for name, row in unit["rows"].items():
                     per.setdefault(name, []).append(row)
             if fitted:
@@ -514,6 +555,7 @@ def main(argv=None) -> int:
         result["criterion"][ds] = criterion(summ, per)
         result["bm3kl_info"][ds] = infos
         result["paper_info"][ds] = paper_infos
+        result["eta_info"][ds] = eta_infos
         result["wall_s"] = wall_s
         result["machine"]["loadavg_1_5_15"] = list(os.getloadavg())
         store.save(**result)

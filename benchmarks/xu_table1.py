@@ -48,7 +48,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import sys
 import time
 import warnings
@@ -65,7 +64,13 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from _resume import UnitStore, add_merge_argument, tiny_data, write_atomic  # noqa: E402
+from _resume import (  # noqa: E402
+    UnitStore,
+    add_merge_argument,
+    eta_row,
+    tiny_data,
+    write_atomic,
+)
 
 from bayesmkl import BM3KLClassifier  # noqa: E402
 from bayesmkl.baselines import (  # noqa: E402
@@ -152,16 +157,6 @@ NO_GRID = ("BM3KL", "BEMKL", "BM3KL paper")
 #: Time budget of a "BM3KL paper" fit (s): the paper's prior does not converge in a user's time
 #: (benchmarks/results/prior_study.md), so its row is a budgeted run, reported as such.
 PAPER_MAX_TIME = 300.0
-#: An η-study row: BM3KL with another Dirichlet concentration η under a wall-time budget (s),
-#: named ``"BM3KL eta=0.1 max_time=1200"`` (both values in the name, so that the units of such a
-#: row share their file's configuration with the default rows; not one of the default rows).
-ETA_ROW = re.compile(r"BM3KL eta=([0-9.eE+-]+) max_time=([0-9.]+)")
-
-
-def eta_row(method: str) -> tuple[float, float] | None:
-    """``(eta, max_time)`` of an η-study row's name; ``None`` for any other method."""
-    match = ETA_ROW.fullmatch(method)
-    return None if match is None else (float(match.group(1)), float(match.group(2)))
 
 
 def no_grid(method: str) -> bool:

@@ -113,6 +113,36 @@ def test_calibration_resumes(tmp_path):
     assert summary["SVC"]["n_splits"] == 2 and summary["BEMKL"]["n_splits"] == 2
 
 
+def test_calibration_eta_rows(tmp_path):
+    """An η-study row of calibration.py fits BM3KL with the η and the budget in its name, is
+    kept as its own unit, and is reported against the default row with its convergence."""
+    from _resume import eta_row
+    from calibration import bm3kl_params
+
+    row = "BM3KL eta=0.2 max_time=30"
+    args = type("Args", (), dict(sampler=None, chains=2, num_warmup=None, num_samples=None,
+                                 calibration=None, folds=3, paper_max_time=300.0))()  # fmt: skip
+    params = bm3kl_params(args, 3, eta=eta_row(row))
+    assert (params["eta"], params["max_time"], params["num_chains"]) == (0.2, 30.0, 2)
+    assert "eta" not in bm3kl_params(args, 3) and "prior" not in bm3kl_params(args, 3)
+
+    out = tmp_path / "res"
+    proc = _run("calibration.py", ["--datasets", "tiny", "--splits", "1", "--chains", "2",
+                                   "--num-warmup", "20", "--num-samples", "20",
+                                   "--methods", f"BM3KL,{row}", "--out", str(out)],
+                tmp_path, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    final = json.loads(out.with_suffix(".json").read_text())
+    assert sorted(final["units"]) == ["tiny | split 0 | BM3KL", f"tiny | split 0 | {row}"]
+    info = final["eta_info"]["tiny"][row]
+    assert len(info) == 1 and info[0]["num_samples"] == 20
+    per = final["per_split"]["tiny"]
+    want = per[row][0]["logloss"] - per["BM3KL"][0]["logloss"]
+    md = out.with_suffix(".md").read_text()
+    assert "## η-study rows minus BM3KL" in md
+    assert f"| tiny | {row} | {want:+.4f} |" in md
+
+
 @pytest.mark.parametrize("script", ["calibration_map.py", "ece_floor.py"])
 def test_split_unit_benchmarks_resume(tmp_path, script):
     """The benchmarks driven by ``_resume.run_split_units``: one BM3KL fit per split of
