@@ -51,7 +51,8 @@ Resumable (``benchmarks/_resume.py``): every finished unit — data set × split
 one BM3KL fit gives the three BM3KL rows — is written to the JSON at once (atomically), with the
 package commit and the load average; a restart with the same settings skips the units already
 there, so an interrupted run loses at most the unit it was in (``--fresh`` starts over;
-``--resume`` is accepted for compatibility: resuming is the default).
+``--resume`` is accepted for compatibility: resuming is the default). A second process may run
+other data sets with its own ``--out``; ``--merge OTHER.json`` then takes its units in.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
-from _resume import UnitStore, eta_row, tiny_data, write_atomic  # noqa: E402
+from _resume import UnitStore, add_merge_argument, eta_row, tiny_data, write_atomic  # noqa: E402
 
 DATASETS = ("sonar", "liver", "ionosphere", "pima", "breast", "heart", "wine", "glass")
 METHODS = ("BM3KL", "BM3KL raw", "BM3KL psis", "BM3KL paper", "BEMKL", "BM3KLMAP", "SVC", "GPC")
@@ -445,6 +446,7 @@ def main(argv=None) -> int:
     p.add_argument("--fresh", action="store_true", help="ignore the units already in the file")
     p.add_argument("--stem", default=None, help="results file name (default calibration[_quick])")
     p.add_argument("--out", default=None, help="results path stem (default results/STEM)")
+    add_merge_argument(p)
     args = p.parse_args(argv)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = sorted(m for m in set(methods) - set(METHODS) if eta_row(m) is None)
@@ -475,6 +477,8 @@ def main(argv=None) -> int:
                  "folds", "paper_max_time", "seed")  # fmt: skip
     store = UnitStore(out.with_suffix(".json"), {k: getattr(args, k) for k in unit_keys},
                       fresh=args.fresh)  # fmt: skip
+    for other in args.merge:
+        store.merge(other)
     result = {
         "config": {**vars(args), "methods": methods, "datasets": datasets, "split_seed": 0},
         "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform()},
