@@ -171,7 +171,7 @@ def test_default_sweep_agrees_with_marginal_nuts(C):
     """The collapsed sweeps (HMC in u = 2√e, and in log e: the default) against NUTS on the
     marginal model: the posterior mean of w and the test predictive probabilities agree within
     Z MCSE (each ESS > 100; measured: NUTS 600 draws x 4 chains ESS 366-1207, collapsed 600 x 4
-    ~500-900; 300 NUTS draws gave one weight an ESS of 69 on a Sapphire Rapids host, where XLA's
+    ~500-900; 300 NUTS draws gave one weight an ESS of 69 on an AVX512-FP16 host, where XLA's
     code generation changes the trajectories, for no saving in time). The "exact" move is
     checked against the NUTS-within-Gibbs reference in test_reference.py."""
     K, K_test, delta = small_problem(C)
