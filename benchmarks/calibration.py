@@ -287,7 +287,8 @@ def criterion(summary: dict, per: dict | None = None) -> dict:
     bm, svc = summary.get("BM3KL"), summary.get("SVC")
     if bm is None or svc is None:
         return {}
-    compared = [m for m in summary if m != "BM3KL psis"]
+    # the methods: not the PSIS variant of BM3KL's map, not the η-study rows
+    compared = [m for m in summary if m != "BM3KL psis" and not eta_row(m)]
     best_acc = max(summary[m]["acc"] for m in compared)
     paired = {}
     for metric in ("logloss", "ece") if per else ():
