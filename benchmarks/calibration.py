@@ -142,18 +142,25 @@ def run_info(clf) -> dict:
             "num_samples": int(r.num_samples)}  # fmt: skip
 
 
-def bm3kl_budgeted(method, Xtr, ytr, Xte, args, seed):
-    """A budgeted row ("BM3KL paper" or an η-study row) → its probabilities and whether it
-    converged."""
+def timed_fit(params, Xtr, ytr):
+    """A ``BM3KLClassifier(**params)`` fitted quietly (warnings are kept in ``run_info``) and
+    its fit's wall seconds."""
     from bayesmkl import BM3KLClassifier
 
-    params = bm3kl_params(args, seed, paper=method == "BM3KL paper", eta=eta_row(method))
     clf = BM3KLClassifier(**params)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         clf.fit(Xtr, ytr)
-    return {method: (clf.predict_proba(Xte), time.perf_counter() - t0)}, run_info(clf)
+    return clf, time.perf_counter() - t0
+
+
+def bm3kl_budgeted(method, Xtr, ytr, Xte, args, seed):
+    """A budgeted row ("BM3KL paper" or an η-study row) → its probabilities and whether it
+    converged."""
+    params = bm3kl_params(args, seed, paper=method == "BM3KL paper", eta=eta_row(method))
+    clf, fit_s = timed_fit(params, Xtr, ytr)
+    return {method: (clf.predict_proba(Xte), fit_s)}, run_info(clf)
 
 
 def psis_training_draws(clf, ytr):
@@ -186,15 +193,9 @@ def bm3kl_family(Xtr, ytr, Xte, args, seed):
     """One BM3KL fit → probabilities of the calibrated, raw and PSIS-LOO-calibrated rules."""
     import copy
 
-    from bayesmkl import BM3KLClassifier
     from bayesmkl.calibration import fit_calibrator
 
-    clf = BM3KLClassifier(**bm3kl_params(args, seed))
-    t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        clf.fit(Xtr, ytr)
-    fit_s = time.perf_counter() - t0
+    clf, fit_s = timed_fit(bm3kl_params(args, seed), Xtr, ytr)
     out = {"BM3KL": (clf.predict_proba(Xte), fit_s)}
     raw = copy.deepcopy(clf).set_params(calibration=None)
     out["BM3KL raw"] = (raw.predict_proba(Xte), fit_s)
@@ -410,8 +411,10 @@ def _eta_section(result: dict, studies: list) -> list[str]:
         for m in studies:
             if m not in per or "BM3KL" not in per:
                 continue
-            n = min(len(per[m]), len(per["BM3KL"]))
-            both = {"BM3KL": per["BM3KL"][:n], m: per[m][:n]}
+            # the splits both rows finished, matched by index (a row may lack some splits)
+            default = {r["split"]: r for r in per["BM3KL"]}
+            rows = [r for r in per[m] if r["split"] in default]
+            both = {m: rows, "BM3KL": [default[r["split"]] for r in rows]}
             cells = []
             for metric in ("logloss", "ece", "acc"):
                 mean, se = paired_difference(both, metric, m, "BM3KL")
@@ -543,7 +546,7 @@ def main(argv=None) -> int:
                     else:
                         (paper_infos if m == "BM3KL paper" else infos).append(unit["info"])
                 for name, row in unit["rows"].items():
-                    per.setdefault(name, []).append(row)
+                    per.setdefault(name, []).append({**row, "split": k})
             if fitted:
                 # Every BM3KL fit compiles new executables that JAX's caches keep mapped (about
                 # 1,100 memory maps per fit); after ~60 fits LLVM cannot map more and the
