@@ -35,7 +35,9 @@ __all__ = [
     "git_commit",
     "mean_se",
     "finished_splits",
+    "run_split_benchmark",
     "run_split_units",
+    "split_arguments",
     "tiny_data",
     "write_atomic",
 ]
@@ -227,6 +229,47 @@ def run_split_units(
             gc.collect()
             print(key, flush=True)
             publish()
+
+
+def split_arguments(parser, datasets, out) -> None:
+    """The options of a benchmark driven by :func:`run_split_benchmark`: ``--datasets``
+    (default ``datasets``, comma-separated), ``--splits`` (5), ``--seed`` (0), ``--out``
+    (results path stem, default ``out``), ``--fresh`` and ``--merge``."""
+    parser.add_argument("--datasets", default=",".join(datasets))
+    parser.add_argument("--splits", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=str(out))
+    parser.add_argument("--fresh", action="store_true", help="ignore the units already in the file")
+    add_merge_argument(parser)
+
+
+def run_split_benchmark(args, config: dict, compute, summarise, render) -> int:
+    """Run a benchmark of one unit per data set × split from its :func:`split_arguments`.
+
+    ``config`` is added to ``{"splits", "seed"}`` as the file's unit configuration;
+    ``compute(X, y, train, test, seed)`` computes a unit (:func:`run_split_units`);
+    ``summarise(units, datasets, n_splits)`` the summary saved beside the units after each one,
+    and ``render(summary, path)`` writes its Markdown to ``path``, printed at the end.
+    """
+    from bayesmkl.estimator import enable_compilation_cache
+
+    enable_compilation_cache()
+    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    out = Path(args.out)
+    config = {"splits": args.splits, "seed": args.seed, **config}
+    store = UnitStore(out.with_suffix(".json"), config, fresh=args.fresh)
+    for other in args.merge:
+        store.merge(other)
+
+    def publish():
+        summary = summarise(store.units, datasets, args.splits)
+        store.save(summary=summary)
+        render(summary, out.with_suffix(".md"))
+
+    run_split_units(store, datasets, args.splits, args.seed, compute, publish)
+    publish()
+    print(out.with_suffix(".md").read_text())
+    return 0
 
 
 def finished_splits(units: dict, datasets, n_splits: int, label=None):

@@ -33,7 +33,13 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
-from _resume import UnitStore, finished_splits, mean_se, run_split_units, write_atomic  # noqa: E402
+from _resume import (  # noqa: E402
+    finished_splits,
+    mean_se,
+    run_split_benchmark,
+    split_arguments,
+    write_atomic,
+)
 from calibration import baseline, ece_top_label  # noqa: E402
 
 METHODS = ("BM3KL", "SVC")
@@ -109,33 +115,17 @@ def write_markdown(summary: dict, path: Path, splits: int, n_draws: int) -> None
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--datasets", default="heart,ionosphere,sonar,breast")
-    p.add_argument("--splits", type=int, default=5)
+    split_arguments(p, ("heart", "ionosphere", "sonar", "breast"), RESULTS / "ece_floor")
     p.add_argument("--draws", type=int, default=200, help="label sets per floor")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=str(RESULTS / "ece_floor"))
-    p.add_argument("--fresh", action="store_true")
     args = p.parse_args(argv)
-    from bayesmkl.estimator import enable_compilation_cache
-
-    enable_compilation_cache()
-    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
-    out = Path(args.out)
-    config = {"splits": args.splits, "seed": args.seed, "draws": args.draws}
-    store = UnitStore(out.with_suffix(".json"), config, fresh=args.fresh)
-
-    def publish():
-        summary = summarise(store.units, datasets, args.splits)
-        store.save(summary=summary)
-        write_markdown(summary, out.with_suffix(".md"), args.splits, args.draws)
 
     def compute(X, y, tr, te, seed):
         return unit(X, y, tr, te, seed, args.draws)
 
-    run_split_units(store, datasets, args.splits, args.seed, compute, publish)
-    publish()
-    print(out.with_suffix(".md").read_text())
-    return 0
+    def render(summary, path):
+        write_markdown(summary, path, args.splits, args.draws)
+
+    return run_split_benchmark(args, {"draws": args.draws}, compute, summarise, render)
 
 
 if __name__ == "__main__":

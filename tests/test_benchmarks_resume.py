@@ -143,7 +143,7 @@ def test_calibration_eta_rows(tmp_path):
     assert f"| tiny | {row} | {want:+.4f} |" in md
 
 
-@pytest.mark.parametrize("script", ["calibration_map.py", "ece_floor.py"])
+@pytest.mark.parametrize("script", ["calibration_map.py", "ece_floor.py", "calibration_floor.py"])
 def test_split_unit_benchmarks_resume(tmp_path, script):
     """The benchmarks driven by ``_resume.run_split_units``: one BM3KL fit per split of
     ``tiny``; the summary covers both splits after the restart."""
@@ -153,6 +153,65 @@ def test_split_unit_benchmarks_resume(tmp_path, script):
         expected_units=["tiny | split 0", "tiny | split 1"], timeout=300,
     )  # fmt: skip
     assert final["summary"]["tiny"]["n_splits"] == 2
+
+
+def test_calibration_pooled_pairs_each_split_once(tmp_path):
+    """``calibration_pooled.py`` pools calibration.py's per-split rows with calibration_map.py's
+    units of another seed: means and paired differences over all splits, and a split that
+    appears twice (the same file passed twice) is refused."""
+    from calibration_pooled import main, pool
+
+    def m(v):
+        return {"logloss": v, "ece": v / 10, "acc": 1 - v}
+
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps({"config": {"seed": 0}, "per_split": {"heart": {
+        "BM3KL": [{**m(0.4), "split": 0}, {**m(0.5), "split": 1}],
+        "SVC": [{**m(0.45), "split": 0}, {**m(0.45), "split": 1}]}}}))  # fmt: skip
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps({"unit_config": {"seed": 100}, "units": {"heart | split 0": {
+        "result": {"estimator_metrics": m(0.3), "rows": {"SVC": m(0.6)}}}}}))  # fmt: skip
+    s = pool([a, b])["heart"]
+    assert s["n_splits"] == 3
+    diffs = np.array([0.4 - 0.45, 0.5 - 0.45, 0.3 - 0.6])
+    assert np.allclose(s["logloss"]["diff"], [diffs.mean(), diffs.std(ddof=1) / np.sqrt(3)])
+    assert s["ece"]["bm3kl_le_svc"] == 2 and np.isclose(s["acc"]["SVC"], 1 - 0.5)
+    with pytest.raises(ValueError, match="appears twice"):
+        pool([a, b, b])
+    assert main(["--runs", f"{a},{b}", "--out", str(tmp_path / "p")]) == 0
+    assert "| heart | 3 |" in (tmp_path / "p.md").read_text()
+
+
+def test_calibration_floor_fit_recovers_a_known_label_noise_floor():
+    """``calibration_floor.fit_floor_map`` is a maximum-likelihood fit of (T, ε): on labels
+    drawn from ``ε/2 + (1 − ε)·σ(T·f)`` it recovers both within 4 standard errors (from the
+    observed information at the optimum), and its predictive matches its log-loss."""
+    from calibration_floor import fit_floor_map, floor_log_pred, floor_proba
+    from scipy.optimize import approx_fprime
+
+    rng = np.random.default_rng(7)
+    n, T0, eps0 = 6000, 2.5, 0.12
+    f = rng.normal(0.0, 2.0, size=(1, n, 1))
+    p1 = eps0 / 2 + (1 - eps0) / (1 + np.exp(-T0 * f[0, :, 0]))
+    codes = (rng.uniform(size=n) < p1).astype(int)
+    log_w = np.zeros((1, n))
+    T, eps, loss = fit_floor_map(f, codes, log_w, t_max=10.0)
+
+    def nll_sum(theta):
+        return -float(np.sum(floor_log_pred(f, codes, log_w, theta[0], theta[1])))
+
+    x = np.array([T, eps])
+    hess = np.array([approx_fprime(x, lambda t, i=i: approx_fprime(t, nll_sum, 1e-5)[i], 1e-5)
+                     for i in range(2)])  # fmt: skip
+    se = np.sqrt(np.diag(np.linalg.inv(hess)))
+    assert abs(T - T0) < 4 * se[0] and abs(eps - eps0) < 4 * se[1], (T, eps, se)
+    assert 0 < se[1] < 0.05  # the check has power: ε is pinned to a few hundredths
+    P = floor_proba(f, T, eps)
+    assert np.allclose(P.sum(axis=1), 1.0)
+    assert np.isclose(-np.mean(np.log(P[np.arange(n), codes])), loss, rtol=1e-6)
+    # no label against its decision value's sign at a large margin: the floor is not used
+    clean = (f[0, :, 0] > 0).astype(int)
+    assert fit_floor_map(f, clean, log_w, t_max=10.0)[1] < 1e-3
 
 
 def test_regression_resumes(tmp_path):

@@ -1,0 +1,127 @@
+"""Pooled verdict: the default BM3KL against the tuned SVC over every split on record.
+
+Issue 22's calibration line is judged on ``calibration.py``'s 5 splits, where the per-set
+differences in ECE are a few thousandths with standard errors of the same size, and the verdict
+of a set moves with the splits (``calibration_map_seed100.md``). This script pools the splits of
+several runs that fitted the same default ``BM3KLClassifier`` and the same tuned
+``GridSearchCV(SVC(probability=True))`` on disjoint draws of stratified 70/30 splits:
+
+* ``calibration.json`` (seed 0): ``per_split[data set]["BM3KL" | "SVC"]``;
+* ``calibration_map*.json`` (other seeds): each unit's ``estimator_metrics`` (the estimator's own
+  ``predict_proba``) and ``rows["SVC"]``.
+
+For each data set it reports the mean over all splits of each method and the paired difference
+BM3KL − SVC with its standard error (splits are independent draws, so the SE is the SD of the
+differences over √n). No fit is run here.
+
+Usage::
+
+    .venv/bin/python benchmarks/calibration_pooled.py \
+        [--runs calibration.json,calibration_map_seed100.json,calibration_map_seed200.json]
+
+Writes ``benchmarks/results/calibration_pooled.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+sys.path.insert(0, str(HERE))
+from _resume import mean_se, write_atomic  # noqa: E402
+
+RUNS = ("calibration.json", "calibration_map_seed100.json", "calibration_map_seed200.json")
+METRICS = ("logloss", "ece", "acc")
+
+
+def split_pairs(result: dict) -> dict:
+    """``{data set: [(bm3kl_metrics, svc_metrics, split_id), ...]}`` of one results file."""
+    seed = result.get("config", result.get("unit_config", {})).get("seed", 0)
+    out: dict = {}
+    if "per_split" in result:  # calibration.py
+        for ds, per in result["per_split"].items():
+            if "BM3KL" in per and "SVC" in per:
+                pairs = zip(per["BM3KL"], per["SVC"], strict=True)
+                out[ds] = [(b, s, f"seed {seed} split {b.get('split', k)}")
+                           for k, (b, s) in enumerate(pairs)]  # fmt: skip
+        return out
+    for key, unit in result.get("units", {}).items():  # calibration_map.py
+        ds, split = key.split(" | ")[-2:]
+        r = unit["result"]
+        out.setdefault(ds, []).append((r["estimator_metrics"], r["rows"]["SVC"],
+                                       f"seed {seed} {split}"))  # fmt: skip
+    return out
+
+
+def pool(paths) -> dict:
+    pooled: dict = {}
+    sources: dict = {}
+    for path in paths:
+        result = json.loads(Path(path).read_text())
+        for ds, pairs in split_pairs(result).items():
+            pooled.setdefault(ds, []).extend(pairs)
+            sources.setdefault(ds, []).append(f"{Path(path).name} ({len(pairs)})")
+    summary = {}
+    for ds, pairs in pooled.items():
+        ids = [p[2] for p in pairs]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"{ds}: a split appears twice in the runs pooled: {ids}")
+        s = {"n_splits": len(pairs), "sources": sources[ds]}
+        for m in METRICS:
+            b = np.array([p[0][m] for p in pairs])
+            v = np.array([p[1][m] for p in pairs])
+            s[m] = {"BM3KL": float(b.mean()), "SVC": float(v.mean()),
+                    "diff": mean_se(b - v), "bm3kl_le_svc": int(np.sum(b <= v))}  # fmt: skip
+        summary[ds] = s
+    return summary
+
+
+def write_markdown(summary: dict, path: Path) -> None:
+    lines = [
+        "# Default BM3KL against the tuned SVC, pooled over every split on record (issue 22)",
+        "",
+        "Each row pools the splits of the runs named in its last column (file, splits); every "
+        "run fitted the default `BM3KLClassifier` and `calibration.py`'s tuned "
+        "`GridSearchCV(SVC(probability=True))` on stratified 70/30 splits drawn with its own "
+        "seed. Cells: BM3KL / SVC means over the splits; Δ = BM3KL − SVC paired over splits "
+        "(SE); `wins`: the splits on which BM3KL's value is ≤ the SVC's.",
+        "",
+        "| data set | splits | log-loss | Δ log-loss (SE) | ECE | Δ ECE (SE) | ECE wins | "
+        "accuracy | Δ acc (SE) | runs |",
+        "|---" * 10 + "|",
+    ]
+    for ds, s in summary.items():
+        cells = [str(s["n_splits"])]
+        for m in METRICS:
+            d, se = s[m]["diff"]
+            cells += [f"{s[m]['BM3KL']:.3f} / {s[m]['SVC']:.3f}", f"{d:+.4f} ({se:.4f})"]
+            if m == "ece":
+                cells.append(f"{s[m]['bm3kl_le_svc']}/{s['n_splits']}")
+        cells.append(", ".join(s["sources"]))
+        lines.append(f"| {ds} | " + " | ".join(cells) + " |")
+    write_atomic(path, "\n".join(lines) + "\n")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", default=",".join(RUNS), help="results files (in results/ or paths)")
+    p.add_argument("--out", default=str(RESULTS / "calibration_pooled"))
+    args = p.parse_args(argv)
+    paths = [Path(r) if Path(r).is_file() else RESULTS / r for r in args.runs.split(",") if r]
+    summary = pool(paths)
+    out = Path(args.out)
+    record = {"runs": [p.name for p in paths], "summary": summary}
+    write_atomic(out.with_suffix(".json"), json.dumps(record, indent=1))
+    write_markdown(summary, out.with_suffix(".md"))
+    print(out.with_suffix(".md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
