@@ -40,8 +40,6 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import minimize
-from scipy.special import log_expit, logsumexp
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -49,13 +47,18 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 from _resume import (  # noqa: E402
     finished_splits,
-    mean_se,
     run_split_benchmark,
     split_arguments,
     write_atomic,
 )
-from calibration import METRICS, baseline, metrics  # noqa: E402
-from calibration_map import criterion_lines, default_fit  # noqa: E402
+from calibration import baseline, metrics  # noqa: E402
+from calibration_map import (  # noqa: E402
+    column_summary,
+    criterion_lines,
+    default_fit,
+    fit_temperature_floor,
+    floor_proba,
+)
 
 DATASETS = ("heart", "sonar", "ionosphere", "breast", "liver")
 COLUMNS = ("LOO T", "LOO Tε", "CV T", "CV Tε", "SVC")
@@ -64,36 +67,14 @@ EPS_MAX = 0.5
 N_FOLDS = 3
 
 
-def floor_log_pred(F, codes, log_w, T, eps):
-    """Each point's log predictive of its label under ``ε/2 + (1 − ε)·Σ_s w_s σ(±T·f_s)``.
-
-    ``F (S, n, 1)`` binary decision draws, ``log_w (S, n)`` normalised log weights per point.
-    """
-    sign = np.where(codes == 1, 1.0, -1.0)[None, :]
-    lp = logsumexp(log_w + log_expit(sign * T * F[..., 0]), axis=0)
-    if eps <= 0.0:
-        return lp
-    return np.logaddexp(np.log(eps / 2.0), np.log1p(-eps) + lp)
-
-
 def fit_floor_map(F, codes, log_w, t_max):
-    """``(T, ε)`` minimising the weighted held-out log-loss (two starts, L-BFGS-B)."""
-
-    def nll(theta):
-        return -float(np.mean(floor_log_pred(F, codes, log_w, theta[0], theta[1])))
-
-    bounds = [(1e-6, t_max), (0.0, EPS_MAX)]
-    starts = [(min(t, t_max), e) for t in (1.0, 0.1 * t_max) for e in (0.0, 0.05)]
-    best = min((minimize(nll, np.array(x0), method="L-BFGS-B", bounds=bounds) for x0 in starts),
-               key=lambda r: r.fun)  # fmt: skip
-    return float(best.x[0]), float(best.x[1]), float(best.fun)
-
-
-def floor_proba(F_te, T, eps):
-    """Test probabilities ``(M, 2)`` of the map: mean over draws, then the floor."""
-    p1 = np.exp(log_expit(T * F_te[..., 0])).mean(axis=0)
-    p1 = eps / 2.0 + (1.0 - eps) * p1
-    return np.column_stack([1.0 - p1, p1])
+    """``(T, ε, held-out log-loss)`` of the floor map on held-out draws ``F (S, n, 1)`` with
+    normalised log weights ``log_w (S, n)``: T ≤ ``t_max``, ε ≤ :data:`EPS_MAX`."""
+    (T, eps), loss = fit_temperature_floor(
+        F, codes, log_w, t_bounds=(1e-6, t_max), t_starts=(min(1.0, t_max), 0.1 * t_max),
+        eps_max=EPS_MAX, eps_starts=(0.0, 0.05),
+    )  # fmt: skip
+    return float(T), float(eps), loss
 
 
 def unit(X, y, tr, te, seed):
@@ -125,7 +106,7 @@ def unit(X, y, tr, te, seed):
     for name, (Fh, ch, lw) in {"LOO Tε": (F, codes, log_w),
                                "CV Tε": (F_oof, codes_oof, uniform)}.items():  # fmt: skip
         T, eps, loss = fit_floor_map(Fh, ch, lw, t_max)
-        rows[name] = metrics(floor_proba(F_te, T, eps), codes_te)
+        rows[name] = metrics(floor_proba(F_te, (T, eps)), codes_te)
         params[name] = {"T": T, "eps": eps, "heldout_logloss": loss}
     rows["SVC"] = metrics(baseline("SVC", Xtr, ytr, Xte, seed)[0], codes_te)
     oof_wrong = float(np.mean((F_oof[..., 0].mean(axis=0) > 0) != (codes_oof == 1)))
@@ -145,15 +126,11 @@ def summarise(units: dict, datasets, splits) -> dict:
         s = {"n_splits": len(us), "converged": sum(u["converged"] for u in us),
              "fit_s": float(np.mean([u["fit_s"] for u in us])),
              "cv_s": float(np.mean([u["cv_s"] for u in us])),
-             "oof_error_rate": float(np.mean([u["oof_error_rate"] for u in us]))}  # fmt: skip
-        for v in COLUMNS:
-            s[v] = {m: float(np.mean([u["rows"][v][m] for u in us])) for m in METRICS}
-            for m in ("acc", "ece", "logloss"):
-                for ref, tag in ((REFERENCE, "_diff"), ("SVC", "_vs_svc")):
-                    s[v][m + tag] = mean_se([u["rows"][v][m] - u["rows"][ref][m] for u in us])
-            if v in ("LOO Tε", "CV Tε", "LOO T", "CV T"):
-                s[v]["T"] = float(np.mean([u["params"][v]["T"] for u in us]))
-                s[v]["eps"] = float(np.mean([u["params"][v]["eps"] for u in us]))
+             "oof_error_rate": float(np.mean([u["oof_error_rate"] for u in us])),
+             **column_summary(us, COLUMNS, REFERENCE)}  # fmt: skip
+        for v in COLUMNS[:-1]:  # the maps' mean fitted parameters
+            s[v]["T"] = float(np.mean([u["params"][v]["T"] for u in us]))
+            s[v]["eps"] = float(np.mean([u["params"][v]["eps"] for u in us]))
         out[ds] = s
     return out
 

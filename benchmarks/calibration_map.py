@@ -143,22 +143,33 @@ def fit_map(F, codes, log_w, variant, t_max):
     return best.x, float(best.fun)
 
 
+def floor_nll(F, codes, log_w, theta) -> float:
+    """Mean negative log predictive of ``ε/K + (1 − ε)·Σ_s w_s softmax(T·f_s)``, the
+    temperature map with a label-noise floor, ``theta = (T, ε)`` (``log_w (S, n)``: normalised
+    log weights of each point's draws)."""
+    lp = _log_pred(F, codes, log_w, theta, "T")
+    eps = theta[1]
+    return -float(np.mean(np.logaddexp(np.log(eps / _n_classes(F) + 1e-300), np.log1p(-eps) + lp)))
+
+
+def fit_temperature_floor(F, codes, log_w, *, t_bounds, t_starts, eps_max, eps_starts):
+    """``((T, ε), loss)`` minimising :func:`floor_nll` by L-BFGS-B from every pair of starts
+    (``eps_max = 0``: the temperature alone)."""
+    bounds = [t_bounds, (0.0, eps_max)]
+    starts = [(t, e) for t in t_starts for e in eps_starts if e <= eps_max]
+    best = min((minimize(lambda th: floor_nll(F, codes, log_w, th), np.array(x0),
+                         method="L-BFGS-B", bounds=bounds) for x0 in starts),
+               key=lambda r: r.fun)  # fmt: skip
+    return best.x, float(best.fun)
+
+
 def fit_test_bound(F_te, codes_te, with_floor: bool):
     """``(T, ε)`` minimising the *test* log-loss of ``ε/K + (1 − ε)·mean_s softmax(T·f_s)``
     (``ε = 0`` unless ``with_floor``): a bound on what a map could reach, not a usable map."""
-    K = _n_classes(F_te)
     uniform = np.full(F_te.shape[:2], -np.log(F_te.shape[0]))
-
-    def nll(theta):
-        lp = _log_pred(F_te, codes_te, uniform, theta, "T")
-        eps = theta[1]
-        return -float(np.mean(np.logaddexp(np.log(eps / K + 1e-300), np.log1p(-eps) + lp)))
-
-    bounds = [(1e-3, 100.0), (0.0, 0.5 if with_floor else 0.0)]
-    starts = [(t, e) for t in (1.0, 5.0) for e in ((0.0, 0.02) if with_floor else (0.0,))]
-    best = min((minimize(nll, np.array(x0), method="L-BFGS-B", bounds=bounds) for x0 in starts),
-               key=lambda r: r.fun)  # fmt: skip
-    return best.x, float(best.fun)
+    return fit_temperature_floor(F_te, codes_te, uniform, t_bounds=(1e-3, 100.0),
+                                 t_starts=(1.0, 5.0), eps_max=0.5 if with_floor else 0.0,
+                                 eps_starts=(0.0, 0.02))  # fmt: skip
 
 
 def _map_params(cal):
@@ -170,7 +181,8 @@ def _n_classes(F):
     return 2 if F.shape[-1] == 1 else F.shape[-1]
 
 
-def _bound_proba(F_te, theta):
+def floor_proba(F_te, theta):
+    """Predictive probabilities ``(M, K)`` of the floor map ``theta = (T, ε)``."""
     return theta[1] / _n_classes(F_te) + (1.0 - theta[1]) * _proba(F_te, theta, "T")
 
 
@@ -252,7 +264,7 @@ def unit(X, y, tr, te, seed):
         params[v] = {"theta": [float(t) for t in theta], "loo_logloss": loo}
     for v in BOUNDS:
         theta, test_ll = fit_test_bound(F_te, codes_te, with_floor=v == "T*ε")
-        rows[v] = metrics(_bound_proba(F_te, theta), codes_te)
+        rows[v] = metrics(floor_proba(F_te, theta), codes_te)
         params[v] = {"theta": [float(t) for t in theta], "test_logloss": test_ll}
     rows["SVC"] = metrics(baseline("SVC", Xtr, ytr, Xte, seed)[0], codes_te)
     return {
@@ -268,16 +280,23 @@ def unit(X, y, tr, te, seed):
     }
 
 
+def column_summary(us, columns, reference) -> dict:
+    """``{column: {metric: mean over the splits' units us, metric + "_diff" / "_vs_svc":
+    [mean, SE] of the paired differences against column ``reference`` / the SVC}}`` (the
+    differences for accuracy, ECE and log-loss)."""
+    out = {}
+    for v in columns:
+        out[v] = {m: float(np.mean([u["rows"][v][m] for u in us])) for m in METRICS}
+        for m in ("acc", "ece", "logloss"):
+            for ref, tag in ((reference, "_diff"), ("SVC", "_vs_svc")):
+                out[v][m + tag] = mean_se([u["rows"][v][m] - u["rows"][ref][m] for u in us])
+    return out
+
+
 def summarise(units: dict, datasets, splits) -> dict:
     out = {}
     for ds, us in finished_splits(units, datasets, splits):
-        out[ds] = {"n_splits": len(us)}
-        for v in COLUMNS:
-            out[ds][v] = {m: float(np.mean([u["rows"][v][m] for u in us])) for m in METRICS}
-            for m in ("acc", "ece", "logloss"):  # paired differences: the default map, the SVC
-                for ref, tag in ((REFERENCE, "_diff"), ("SVC", "_vs_svc")):
-                    d = [u["rows"][v][m] - u["rows"][ref][m] for u in us]
-                    out[ds][v][m + tag] = mean_se(d)
+        out[ds] = {"n_splits": len(us), **column_summary(us, COLUMNS, REFERENCE)}
         out[ds]["theta"] = {
             v: [float(x) for x in np.mean([u["params"][v]["theta"] for u in us], axis=0)]
             for v in VARIANTS + BOUNDS

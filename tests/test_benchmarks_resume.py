@@ -186,7 +186,8 @@ def test_calibration_floor_fit_recovers_a_known_label_noise_floor():
     """``calibration_floor.fit_floor_map`` is a maximum-likelihood fit of (T, ε): on labels
     drawn from ``ε/2 + (1 − ε)·σ(T·f)`` it recovers both within 4 standard errors (from the
     observed information at the optimum), and its predictive matches its log-loss."""
-    from calibration_floor import fit_floor_map, floor_log_pred, floor_proba
+    from calibration_floor import fit_floor_map
+    from calibration_map import floor_nll, floor_proba
     from scipy.optimize import approx_fprime
 
     rng = np.random.default_rng(7)
@@ -198,7 +199,7 @@ def test_calibration_floor_fit_recovers_a_known_label_noise_floor():
     T, eps, loss = fit_floor_map(f, codes, log_w, t_max=10.0)
 
     def nll_sum(theta):
-        return -float(np.sum(floor_log_pred(f, codes, log_w, theta[0], theta[1])))
+        return n * floor_nll(f, codes, log_w, theta)
 
     x = np.array([T, eps])
     hess = np.array([approx_fprime(x, lambda t, i=i: approx_fprime(t, nll_sum, 1e-5)[i], 1e-5)
@@ -206,7 +207,7 @@ def test_calibration_floor_fit_recovers_a_known_label_noise_floor():
     se = np.sqrt(np.diag(np.linalg.inv(hess)))
     assert abs(T - T0) < 4 * se[0] and abs(eps - eps0) < 4 * se[1], (T, eps, se)
     assert 0 < se[1] < 0.05  # the check has power: ε is pinned to a few hundredths
-    P = floor_proba(f, T, eps)
+    P = floor_proba(f, (T, eps))
     assert np.allclose(P.sum(axis=1), 1.0)
     assert np.isclose(-np.mean(np.log(P[np.arange(n), codes])), loss, rtol=1e-6)
     # no label against its decision value's sign at a large margin: the floor is not used
