@@ -34,6 +34,7 @@ __all__ = [
     "eta_row",
     "git_commit",
     "mean_se",
+    "svc_line",
     "finished_splits",
     "run_split_benchmark",
     "run_split_units",
@@ -290,6 +291,14 @@ def mean_se(diffs) -> list[float]:
     d = np.asarray(diffs, dtype=float)
     se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
     return [float(d.mean()), se]
+
+
+def svc_line(metric: str, ratios) -> str:
+    """Issue 22's calibration line for one metric, from BM3KL/SVC ratios of per-set means: on
+    how many sets BM3KL is ≤ the SVC, and within 10 %."""
+    ratios = list(ratios)
+    return (f"{metric} ≤ SVC on {sum(r <= 1.0 for r in ratios)} of {len(ratios)}, "
+            f"within 10 % on {sum(r <= 1.1 for r in ratios)}")  # fmt: skip
 
 
 #: An η-study row: BM3KL with another Dirichlet concentration η under a wall-time budget (s),

@@ -71,6 +71,7 @@ from _resume import (  # noqa: E402
     mean_se,
     run_split_benchmark,
     split_arguments,
+    svc_line,
     write_atomic,
 )
 from calibration import (  # noqa: E402
@@ -222,15 +223,14 @@ def default_fit(X, y, tr, te, seed) -> DefaultFit:
 def criterion_lines(summary: dict, columns) -> list[str]:
     """Issue 22's line (≤ the SVC on at least 6 sets, within 10 % on the rest) for each of
     ``columns`` over the data sets of ``summary`` (``summary[ds][column][metric]`` means)."""
-    lines = []
-    for v in columns:
-        parts = []
-        for metric in ("logloss", "ece"):
-            ratio = [s[v][metric] / s["SVC"][metric] for s in summary.values()]
-            parts.append(f"{metric} ≤ SVC on {sum(r <= 1.0 for r in ratio)} of {len(ratio)}, "
-                         f"within 10 % on {sum(r <= 1.1 for r in ratio)}")  # fmt: skip
-        lines.append(f"* `{v}`: " + "; ".join(parts))
-    return lines
+    return [
+        f"* `{v}`: "
+        + "; ".join(
+            svc_line(m, (s[v][m] / s["SVC"][m] for s in summary.values()))
+            for m in ("logloss", "ece")
+        )  # fmt: skip
+        for v in columns
+    ]
 
 
 def unit(X, y, tr, te, seed):

@@ -175,11 +175,14 @@ def test_calibration_pooled_pairs_each_split_once(tmp_path):
     assert s["n_splits"] == 3
     diffs = np.array([0.4 - 0.45, 0.5 - 0.45, 0.3 - 0.6])
     assert np.allclose(s["logloss"]["diff"], [diffs.mean(), diffs.std(ddof=1) / np.sqrt(3)])
+    # Nadeau-Bengio: SD·√(1/n + n_test/n_train) with the 70/30 splits' 3/7
+    assert np.isclose(s["logloss"]["corrected_se"], diffs.std(ddof=1) * np.sqrt(1 / 3 + 3 / 7))
     assert s["ece"]["bm3kl_le_svc"] == 2 and np.isclose(s["acc"]["SVC"], 1 - 0.5)
     with pytest.raises(ValueError, match="appears twice"):
         pool([a, b, b])
     assert main(["--runs", f"{a},{b}", "--out", str(tmp_path / "p")]) == 0
-    assert "| heart | 3 |" in (tmp_path / "p.md").read_text()
+    md = (tmp_path / "p.md").read_text()
+    assert "| heart | 3 |" in md and "* ece ≤ SVC on 1 of 1, within 10 % on 1" in md
 
 
 def test_calibration_floor_fit_recovers_a_known_label_noise_floor():
