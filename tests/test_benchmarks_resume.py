@@ -513,23 +513,33 @@ def test_accuracy_replication_resumes_and_reads_earlier_fits(tmp_path):
     units = {f"tiny | split {k} | BM3KL": {"result": {"rows": {"BM3KL": fit}}}
              for k, fit in enumerate(fits)}  # fmt: skip
     (earlier / "calibration.json").write_text(json.dumps({"units": units}))
+    # seed 100: the multiclass file does not hold the set, the binary one does
+    mapped = [{"acc": 0.75, "logloss": 0.5}, {"acc": 1.0, "logloss": 0.1}]
+    (earlier / "calibration_map_multiclass_seed100.json").write_text(json.dumps({"units": {}}))
+    (earlier / "calibration_map_binary_seed100.json").write_text(json.dumps({"units": {
+        f"tiny | split {k}": {"result": {"estimator_metrics": fit}} for k, fit in enumerate(mapped)
+    }}))  # fmt: skip
     final = _interrupt_and_resume(
         "accuracy_replication.py",
-        ["--datasets", "tiny", "--seeds", "0", "--splits", "2", "--methods", "BM3KL,SimpleMKL",
-         "--results", str(earlier)],
+        ["--datasets", "tiny", "--seeds", "0,100", "--splits", "2", "--methods",
+         "BM3KL,SimpleMKL", "--results", str(earlier)],
         tmp_path, stop_after=1, timeout=300,
-        expected_units=[f"seed 0 | {m} | tiny | split {k}" for m in ("BM3KL", "SimpleMKL")
-                        for k in (0, 1)],
+        expected_units=[f"seed {s} | {m} | tiny | split {k}" for s in (0, 100)
+                        for m in ("BM3KL", "SimpleMKL") for k in (0, 1)],
     )  # fmt: skip
     for k in (0, 1):
         got = final["units"][f"seed 0 | BM3KL | tiny | split {k}"]["result"]
         assert got == {**fits[k], "source": "calibration.json"}
-    simple = [final["units"][f"seed 0 | SimpleMKL | tiny | split {k}"]["result"]["acc"]
-              for k in (0, 1)]  # fmt: skip
+        got = final["units"][f"seed 100 | BM3KL | tiny | split {k}"]["result"]
+        assert got == {**mapped[k], "source": "calibration_map_binary_seed100.json"}
+    simple = {(s, k): final["units"][f"seed {s} | SimpleMKL | tiny | split {k}"]["result"]["acc"]
+              for s in (0, 100) for k in (0, 1)}  # fmt: skip
     entry = final["summary"]["tiny"]["methods"]["SimpleMKL"]
-    diffs = [fits[k]["acc"] - simple[k] for k in (0, 1)]
+    diffs = [fits[k]["acc"] - simple[0, k] for k in (0, 1)]
+    diffs += [mapped[k]["acc"] - simple[100, k] for k in (0, 1)]
     assert entry["bm3kl_minus"]["pooled"][0] == pytest.approx(np.mean(diffs))
-    assert final["summary"]["tiny"]["methods"]["BM3KL"]["acc"] == pytest.approx(0.375)
+    assert entry["bm3kl_minus"]["by_seed"]["0"][0] == pytest.approx(np.mean(diffs[:2]))
+    assert final["summary"]["tiny"]["methods"]["BM3KL"]["acc"] == pytest.approx(0.625)
 
 
 def test_xu_table1_run_note_names_the_worst_quantity_of_an_unconverged_fit():
