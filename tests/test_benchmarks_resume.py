@@ -503,6 +503,28 @@ def test_prior_accuracy_resumes_and_refuses_a_redefined_setting(tmp_path):
     assert again.returncode != 0 and "defined differently" in again.stderr
 
 
+def test_prior_accuracy_fixed_weights_fit_simplemkl_once_per_split():
+    """The ``simplemkl_weights`` settings fit BM3KL to SimpleMKL's combined kernel: the unit
+    records SimpleMKL's weights (a point of the 16-kernel simplex) and its options verbatim (the
+    redefinition check compares them), and the two settings share one SimpleMKL search."""
+    import prior_accuracy
+    from _resume import tiny_data
+
+    X, y = tiny_data()
+    idx = np.random.default_rng(0).permutation(len(y))
+    tr, te = idx[:42], idx[42:]
+    prior_accuracy._SIMPLEMKL.clear()
+    got = {name: prior_accuracy.unit(X, y, tr, te, 3, prior_accuracy.VARIANTS[name])
+           for name in ("simplemkl_weights", "simplemkl_weights+kappa=100")}  # fmt: skip
+    assert len(prior_accuracy._SIMPLEMKL) == 1
+    mu = np.array(got["simplemkl_weights"]["simplemkl_weights"])
+    assert mu.shape == (16,) and np.all(mu >= 0) and abs(mu.sum() - 1) < 1e-3
+    for name, r in got.items():
+        assert r["options"] == prior_accuracy.VARIANTS[name]
+        assert r["simplemkl_weights"] == got["simplemkl_weights"]["simplemkl_weights"]
+        assert 0 <= r["ece"] <= 1 and r["logloss"] > 0 and 0 <= r["acc"] <= 1
+
+
 def test_accuracy_replication_resumes_and_reads_earlier_fits(tmp_path):
     """``accuracy_replication.py``: units keyed by seed × method × data set × split; a BM3KL
     split already fitted by ``calibration.py`` (seed 0) is read from its file, not refitted, and
