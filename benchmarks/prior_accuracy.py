@@ -74,12 +74,11 @@ _SIMPLEMKL: dict = {}
 
 
 def simplemkl_fit(X_train, codes, seed: int):
-    """SimpleMKL's weights μ (C by CV), its C, the fitted BSVM-16 pool of a training part and
-    the seconds the search took."""
+    """SimpleMKL's weights μ (C by CV), its C, the BSVM-16 pool it fitted on a training part
+    (which builds the kernels μ weighs) and the seconds the search took."""
     from accuracy_replication import cv_mkl
 
     from bayesmkl.baselines import SimpleMKL
-    from bayesmkl.kernels import KernelPool
 
     key = (seed, hashlib.sha256(np.ascontiguousarray(X_train)).hexdigest(), codes.tobytes())
     if key not in _SIMPLEMKL:
@@ -87,8 +86,9 @@ def simplemkl_fit(X_train, codes, seed: int):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             search = cv_mkl(SimpleMKL, seed).fit(X_train, codes)
-        mu = np.asarray(search.best_estimator_.kernel_weights_, dtype=float)
-        pool = KernelPool.bsvm16().fit(X_train)
+        best = search.best_estimator_  # refitted on the whole training part: its pool weighs μ
+        mu = np.asarray(best.kernel_weights_, dtype=float)
+        pool = best.kernel_input_.pool
         _SIMPLEMKL[key] = (mu, float(search.best_params_["C"]), pool, time.perf_counter() - t0)
     return _SIMPLEMKL[key]
 
