@@ -224,13 +224,17 @@ def run_watched(spec: dict, watchdog: float, cmd=None) -> list[dict]:
     fit on a loaded machine, or a benchmark suspended for a while is not counted as a hang (a
     limit on the whole fit's wall or CPU time would count mfeat's 5,000-sweep fits as hangs).
     Each finished fit's rows get the child's ``cpu_s``. ``cmd`` replaces the child's command
-    (tests)."""
+    (tests). The child's stderr goes to a named temporary file, deleted when the fit ends, whose
+    path is printed first, so that the progress of a long fit can be followed with ``tail``."""
     cmd = cmd or [sys.executable, str(Path(__file__).resolve()), "--unit", json.dumps(spec)]
     env = dict(os.environ)
     env.pop("BAYESMKL_BENCH_STOP_AFTER", None)  # the child writes no units
     base = {"dataset": spec["dataset"], "prior": spec["prior"], **spec["params"]}
     t0, used0 = time.perf_counter(), _children_cpu()
-    with tempfile.TemporaryFile("w+") as log:  # the child's stderr: progress bar, warnings
+    # the child's stderr (progress bar, warnings), in a file one can follow while the fit runs
+    with tempfile.NamedTemporaryFile("w+", prefix="bayesmkl-stress-", suffix=".log") as log:
+        name = " | ".join(str(v) for v in base.values())
+        print(f"{name}: started; progress: tail -f {log.name}", flush=True)
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
         size, cpu_mark, wall_mark = 0, 0.0, t0
         while True:

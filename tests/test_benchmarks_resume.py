@@ -452,9 +452,10 @@ print({mark!r} + json.dumps([{{"chain": 0, "done": True}}]), flush=True)
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs procfs")
 @pytest.mark.parametrize("progress", [True, False])
-def test_stress_watchdog_kills_only_a_fit_without_progress(progress):
+def test_stress_watchdog_kills_only_a_fit_without_progress(progress, capsys):
     """A child that burns 2 CPU s but reports progress every 0.25 s outlives a 0.6 s watchdog;
-    the same child silent is killed and counted as a hang."""
+    the same child silent is killed and counted as a hang. The file holding the child's
+    progress is named on stdout and removed when the fit ends."""
     stress = _import_stress()
     say = "sys.stderr.write('.'); sys.stderr.flush()" if progress else "pass"
     code = _BUSY_CHILD.format(n=8, progress=say, mark=stress._MARK)
@@ -464,6 +465,9 @@ def test_stress_watchdog_kills_only_a_fit_without_progress(progress):
         assert rows[0].get("done") and rows[0]["cpu_s"] >= 1.9 and not rows[0].get("hang")
     else:
         assert rows[0]["hang"] and "no progress" in rows[0]["error"]
+    printed = capsys.readouterr().out
+    assert printed.startswith("x | default: started; progress: tail -f ")
+    assert not Path(printed.split("tail -f ", 1)[1].strip()).exists()
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs procfs")
