@@ -56,32 +56,20 @@ from _resume import (  # noqa: E402
     write_atomic,
 )
 from calibration import baseline, metrics, run_info  # noqa: E402
+from calibration_pooled import RUNS_BY_SEED  # noqa: E402
 
 METHODS = ("BM3KL", "BEMKL", "M3K", "SimpleMKL", "SVC")
 C_GRID = (0.1, 1.0, 10.0, 100.0)
 
 
-def _calibration_unit(d, ds, k):
-    return d["units"][f"{ds} | split {k} | BM3KL"]["result"]["rows"]["BM3KL"]
-
-
-def _map_unit(d, ds, k):
+def _bm3kl_fit(d, ds, k):
+    """BM3KL's metrics on split k of ``ds`` in a results file ``d`` (KeyError if absent)."""
+    units = d["units"]
+    if f"{ds} | split {k} | BM3KL" in units:  # calibration.py
+        return units[f"{ds} | split {k} | BM3KL"]["result"]["rows"]["BM3KL"]
     # calibration_map.py checks that ``estimator_metrics`` are the estimator's own probabilities
     # (its ``Tcβc`` row on multiclass sets, ``T`` on binary ones)
-    return d["units"][f"{ds} | split {k}"]["result"]["estimator_metrics"]
-
-
-#: seed → the results files that may hold BM3KL fits on that seed's splits, with how to read
-#: split k of data set ds from each (the first file that has it is used)
-EARLIER_FITS = {
-    0: (("calibration.json", _calibration_unit),),
-    100: (
-        ("calibration_map_multiclass_seed100.json", _map_unit),
-        ("calibration_map_seed100.json", _map_unit),
-        ("calibration_map_binary_seed100.json", _map_unit),
-    ),
-    200: (("calibration_map_seed200.json", _map_unit),),
-}
+    return units[f"{ds} | split {k}"]["result"]["estimator_metrics"]
 
 
 @functools.lru_cache(maxsize=8)
@@ -92,9 +80,9 @@ def _load(path: Path) -> dict:
 
 def earlier_fit(results: Path, seed: int, ds: str, k: int):
     """BM3KL's metrics on split k of ``seed`` from an earlier benchmark, or None."""
-    for name, read in EARLIER_FITS.get(seed, ()):
+    for name in RUNS_BY_SEED.get(seed, ()):  # the first file that holds the split
         try:
-            row = read(_load(results / name), ds, k)
+            row = _bm3kl_fit(_load(results / name), ds, k)
         except (OSError, ValueError, KeyError, IndexError):
             continue
         return {"acc": row["acc"], "logloss": row["logloss"], "source": name}
@@ -186,8 +174,8 @@ def write_markdown(summary: dict, path: Path, seeds, splits: int, commits=()) ->
         "Crammer–Singer (joint) against a one-vs-rest multiclass margin. BM3KL units read from "
         "earlier fits say so (`source`): "
         + "; ".join(
-            f"seed {s} from " + " or ".join(f"`{name}`" for name, _ in files)
-            for s, files in EARLIER_FITS.items()
+            f"seed {s} from " + " or ".join(f"`{name}`" for name in files)
+            for s, files in RUNS_BY_SEED.items()
         )
         + ". Package commit(s): "
         + (", ".join(sorted(c[:7] for c in commits)) or "–")
