@@ -43,12 +43,15 @@ Resumable (``benchmarks/_resume.py``): every fit (data set × prior × γ0, or e
 is written to the JSON as soon as it ends, with the package commit and the load average; a
 restart with the same settings skips the fits already there (``--fresh`` starts over). The
 grid runs first with the default prior, then the extreme settings, then the paper's prior.
+Processes may run disjoint parts side by side (``--datasets``/``--priors``, each with its own
+``--out``); ``--merge`` adds their finished fits to the main file, and ``--summary-only`` then
+rewrites its summary without running anything.
 
 Usage::
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/stress.py [--quick | --tiny]
         [--datasets repro,wine] [--priors default,paper] [--gammas 1,100] [--sweeps N]
-        [--chains 5] [--no-extremes] [--watchdog S] [--out STEM] [--fresh]
+        [--chains 5] [--no-extremes] [--watchdog S] [--out STEM] [--fresh] [--merge JSON]
 
 Cost: the default prior's fits converge in 15-250 s each (benchmarks/results/convergence.md);
 the paper's prior runs to ``max_samples`` (a few minutes each): several CPU-hours in all.
@@ -70,7 +73,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _resume import UnitStore, tiny_data, write_atomic  # noqa: E402
+from _resume import UnitStore, add_merge_argument, tiny_data, write_atomic  # noqa: E402
 from sweep_floor import RESULTS, _default, machine_info, md_table  # noqa: E402
 
 BINARY = ("sonar", "liver", "ionosphere", "pima", "heart", "breast")
@@ -345,6 +348,7 @@ def main(argv=None):
         "--summary-only", action="store_true",
         help="rewrite the summary and Markdown from the fits in the JSON; run none",
     )  # fmt: skip
+    add_merge_argument(ap)
     ap.add_argument("--unit", help=argparse.SUPPRESS)  # internal: one fit, in a child process
     args = ap.parse_args(argv)
     if args.unit:
@@ -372,6 +376,8 @@ def main(argv=None):
          else "fixed", "extreme_max_time": EXTREME_MAX_TIME},
         fresh=args.fresh, default=_default,
     )  # fmt: skip
+    for other in args.merge:
+        store.merge(other)
     grid_rows, extreme_rows, skipped = [], [], []
     plan = units(names, priors, gammas, extremes)
 

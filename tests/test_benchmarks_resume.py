@@ -241,6 +241,22 @@ def test_stress_resumes(tmp_path):
     assert "partial" not in final["protocol"]
 
 
+def test_stress_merges_a_part_run_by_another_process(tmp_path):
+    """A second process fits one γ0 into its own file; ``--merge`` adds that fit to the main
+    file and ``--summary-only`` publishes it (no fit run), marked partial for the γ0 left."""
+    part, main = tmp_path / "part", tmp_path / "main"
+    one = _run("stress.py", ["--tiny", "--gammas", "100", "--out", str(part)], tmp_path)
+    assert one.returncode == 0, one.stdout + one.stderr
+    fitted = json.loads(part.with_suffix(".json").read_text())["units"]
+    args = ["--tiny", "--out", str(main), "--merge", str(part.with_suffix(".json"))]
+    merged = _run("stress.py", [*args, "--summary-only"], tmp_path)
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    assert "merged 1 unit(s)" in merged.stdout and "started" not in merged.stdout
+    final = json.loads(main.with_suffix(".json").read_text())
+    assert final["units"] == fitted and list(fitted) == ["tiny | default | gamma0=100"]
+    assert final["runs"] == 2 and final["protocol"]["partial"].startswith("1 of 2 fits")
+
+
 def test_stress_summary_is_written_after_every_fit(tmp_path):
     """A run stopped after its first fit leaves the summary of that fit, marked partial."""
     from _resume import STOPPED
