@@ -13,6 +13,8 @@
   saturated: a test kernel or feature far outside the training range.
 * :func:`check_label_types` — labels mixing numbers and strings raise a ``ValueError`` that says
   so (instead of numpy's ``TypeError`` from sorting).
+* :func:`scaled_sd` — the standard deviation that standardisation divides by, without the
+  underflow that made a feature (or target) measured at a scale like 1e-200 look constant.
 
 The exception classes derive from the built-in ones a caller would expect
 (``FloatingPointError``, ``RuntimeWarning``), so ``except FloatingPointError`` catches them.
@@ -40,6 +42,7 @@ __all__ = [
     "check_predictions",
     "nonfinite_draws",
     "remedies",
+    "scaled_sd",
 ]
 
 #: :func:`check_draws` warns when more than this share of a chain's kept sweeps is flagged
@@ -364,3 +367,30 @@ def check_label_types(y) -> None:
         raise ValueError(
             f"y mixes label types: {ex}. Use one type for every label, e.g. y.astype(str)."
         )
+
+
+#: Below this standard deviation the squared deviations approach float64's underflow (about
+#: 1e-308), and :func:`scaled_sd` recomputes the column from scaled deviations.
+UNDERFLOW_SD = 1e-140
+
+
+def scaled_sd(x):
+    """Population standard deviation (``ddof=0``) of ``x`` along axis 0, without underflow.
+
+    ``np.std`` of a column at a scale of 1e-200 is 0 (its squared deviations are below the
+    smallest float64), which made standardisation treat it as constant and drop the feature
+    silently. A column whose ``np.std`` is below :data:`UNDERFLOW_SD` is recomputed from its
+    deviations divided by their largest magnitude; every other column keeps ``np.std``'s value
+    bit for bit (so fits on ordinary data do not change). An overflowing column stays
+    infinite (or NaN), for the caller to refuse.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        sd = np.std(x, axis=0)
+        low = sd < UNDERFLOW_SD
+        if not np.any(low):
+            return sd
+        dev = x - np.mean(x, axis=0)
+        peak = np.max(np.abs(dev), axis=0)
+        scaled = peak * np.sqrt(np.mean((dev / np.where(peak > 0, peak, 1.0)) ** 2, axis=0))
+    return np.where(low, scaled, sd)

@@ -93,6 +93,24 @@ def test_training_value_1e300_names_the_column(data):
             est.fit(X, ytr)
 
 
+def test_features_at_tiny_scales_are_standardised_not_dropped(data):
+    """A feature measured at 1e-13 or 1e-200 of the usual units gives the same kernels: the
+    absolute floor of the constant-column test and the underflow of ``np.std`` (squares below
+    the smallest float64) used to make such a column constant, silently."""
+    Xtr, _, _, _ = data
+    X = Xtr[:, :5]
+    K = KernelPool.bsvm16().fit(X).train_kernels()
+    for scale in (1e-13, 1e-200):
+        Xs = X.copy()
+        Xs[:, 1] *= scale
+        np.testing.assert_allclose(KernelPool.bsvm16().fit(Xs).train_kernels(), K, atol=1e-12)
+    # a column constant up to rounding is still constant (sd = 1, not amplified rounding)
+    Xc = X.copy()
+    Xc[:, 2] = 1000.0 + 1e-13 * (np.arange(len(X)) % 3)
+    pool = KernelPool.bsvm16().fit(Xc)
+    assert pool.scale_[2] == 1.0
+
+
 def test_training_row_of_1e300_lists_every_column(data):
     Xtr, ytr, _, _ = data
     X = Xtr[:, :4].copy()

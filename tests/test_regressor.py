@@ -225,6 +225,9 @@ def test_y_whose_variance_overflows_is_refused():
     Xtr, ytr, Xte, _ = data()
     big = BM3KLRegressor(pool(), **FAST).fit(Xtr, ytr * 1e150).predict(Xte)
     assert np.all(np.isfinite(big)) and np.all(np.abs(big) > 1e149)
+    # and so is a tiny one (np.std(y) underflowed to 0 and the fit was refused as an overflow)
+    small = BM3KLRegressor(pool(), **FAST).fit(Xtr, ytr * 1e-200).predict(Xte)
+    np.testing.assert_allclose(small * 1e200, big * 1e-150, rtol=1e-6)
 
 
 def test_epsilon_beyond_finite_arithmetic_is_refused():

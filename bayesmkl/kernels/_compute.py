@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayesmkl._checks import scaled_sd
 from bayesmkl.kernels import custom
 from bayesmkl.kernels import functions as F
 from bayesmkl.kernels._checks import (
@@ -356,10 +357,15 @@ def training_row_means(
 
 def standardise(X: np.ndarray):
     """``(mean, sd, (X − mean) / sd)`` with training statistics (``ddof=0``); constant columns
-    get ``sd = 1``, and a column whose statistics overflow float64 is refused."""
+    (spread at most 1e-12 of the mean's magnitude: rounding) get ``sd = 1``, and a column whose
+    statistics overflow float64 is refused.
+
+    Scale-invariant down to the smallest floats: a column at 1e-13 or 1e-200 is standardised
+    like the same column at 1 (until issue 22 an absolute floor and the underflow of ``X.std``
+    made such a column constant, and the feature was dropped without a word)."""
     with np.errstate(over="ignore", invalid="ignore"):
         mean = X.mean(axis=0)
-        sd = X.std(axis=0)
+    sd = scaled_sd(X)
     check_standardisation(X, mean, sd)
-    sd = np.where(sd <= 1e-12 * np.maximum(1.0, np.abs(mean)), 1.0, sd)
+    sd = np.where((sd == 0) | (sd <= 1e-12 * np.abs(mean)), 1.0, sd)
     return mean, sd, (X - mean) / sd

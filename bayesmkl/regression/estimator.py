@@ -19,7 +19,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_array, column_or_1d, validate_data
 
 from bayesmkl import diagnostics, io
-from bayesmkl._checks import check_draws
+from bayesmkl._checks import check_draws, scaled_sd
 from bayesmkl._fitting import (
     AUTO_CHUNK,
     EXTRA_FIELDS,
@@ -301,8 +301,8 @@ class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
         :data:`MAX_STD_EPSILON` standard deviations of y, where the likelihood's normaliser
         overflows."""
         with np.errstate(over="ignore", invalid="ignore"):  # the check below says it
-            y_mean, y_scale = float(np.mean(y)), float(np.std(y))
-        if not (np.isfinite(y_mean) and np.isfinite(y_scale) and y_scale > 0):
+            y_mean, y_scale = float(np.mean(y)), float(scaled_sd(y))  # no underflow at 1e-200
+        if not (np.isfinite(y_mean) and np.isfinite(y_scale)):
             r = int(np.argmax(np.abs(y)))
             raise ValueError(
                 f"y cannot be standardised: its value {y[r]:.3g} (row {r}) makes the mean or "
