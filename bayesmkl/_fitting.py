@@ -20,7 +20,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from bayesmkl._checks import check_label_types
+from bayesmkl._checks import check_kernel_scale, check_label_types
 from bayesmkl._validation import (
     HYPER_BOUNDS,
     Interval,
@@ -276,6 +276,8 @@ def validate_fit_input(est, X, y):
     check_classification_targets(y)
     classes, codes = validate_labels(y, n)
     kin, K = fit_kernel_input(est, Xk)
+    if est.kernels == "precomputed":
+        check_kernel_scale(K, kin.names)
     return kin, K, classes, codes, y
 
 

@@ -23,6 +23,7 @@ from test_estimator import SMALL, small_data
 
 from bayesmkl import BM3KLClassifier, KernelPool
 from bayesmkl._checks import (
+    KernelScaleWarning,
     NonFinitePredictionError,
     SamplerDivergenceError,
     SamplerDivergenceWarning,
@@ -109,6 +110,30 @@ def test_features_at_tiny_scales_are_standardised_not_dropped(data):
     Xc[:, 2] = 1000.0 + 1e-13 * (np.arange(len(X)) % 3)
     pool = KernelPool.bsvm16().fit(Xc)
     assert pool.scale_[2] == 1.0
+
+
+@pytest.mark.parametrize("make", [
+    lambda: BM3KLClassifier(kernels="precomputed", kernel_names=["rbf", "lin"], num_warmup=4,
+                            num_samples=4, num_chains=1, calibration=None, progress_bar=False),
+    lambda: BM3KLMAP(kernels="precomputed", kernel_names=["rbf", "lin"], max_iter=2),
+])  # fmt: skip
+def test_precomputed_kernels_far_from_unit_diagonal_warn(data, make):
+    """BM3KL's prior is scaled for unit-diagonal kernels: a precomputed stack at 1e-3 (or 1e6)
+    of that scale warns, naming the kernels and their mean diagonal, at the caller's line;
+    unit-diagonal kernels do not. (At 1e-200 a fit used to return the class frequencies
+    without a word.)"""
+    Xtr, ytr, _, _ = data
+    K = KernelPool.bsvm16().fit(Xtr[:30, :4]).train_kernels()[[6, 13]]  # gauss σ = 1, linear
+    y = ytr[:30]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", KernelScaleWarning)
+        make().fit(K, y)
+    for scale, shown in ((1e-3, "rbf (0.001), lin (0.001)"), (1e6, "rbf (1e+06), lin (1e+06)")):
+        with pytest.warns(KernelScaleWarning, match=r"outside \[0.1, 10000\]") as rec:
+            make().fit(K * scale, y)
+        hit = [w for w in rec if w.category is KernelScaleWarning]
+        assert len(hit) == 1 and shown in str(hit[0].message)
+        assert hit[0].filename == __file__
 
 
 def test_training_row_of_1e300_lists_every_column(data):

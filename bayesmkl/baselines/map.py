@@ -44,6 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import betaln, logsumexp
 
+from bayesmkl._checks import check_kernel_scale
 from bayesmkl._validation import MAX_TIME, Interval, Options, validate_params
 from bayesmkl._x64 import with_x64
 from bayesmkl.baselines._base import MKLClassifierBase
@@ -199,6 +200,8 @@ class BM3KLMAP(MKLClassifierBase):
         return lp - float(np.sum(b**2)) / (2.0 * self.bias_prior_var)
 
     def _fit_kernels(self, K, Y, sample_weight=None):
+        if self.kernels == "precomputed":  # the prior is BM3KL's, scaled for unit diagonals
+            check_kernel_scale(K, self.kernel_names_)
         # Y from the base class is one-vs-rest; rebuild Δ with the model's own binary convention
         codes = np.argmax(Y, axis=0) if Y.shape[0] > 1 else (Y[0] > 0).astype(int)
         delta = signed_targets(codes, len(self.classes_), self.binary_mode)
