@@ -231,6 +231,21 @@ def test_regression_resumes(tmp_path):
     assert {"rmse", "lpd", "coverage90", "crps", "fit_s"} <= set(summary["GPR"])
 
 
+def test_kernel_scale_resumes_and_tabulates_each_scale(tmp_path):
+    """``kernel_scale.py --tiny``: one unit per kernel scale, kept across a restart; each row
+    records the mean diagonal of the scaled kernels (s for unit-diagonal pool kernels)."""
+    final = _interrupt_and_resume(
+        "kernel_scale.py", ["--tiny"], tmp_path, stop_after=1, timeout=300,
+        expected_units=["scale=1", "scale=0.0001"],
+    )  # fmt: skip
+    rows = final["rows"]
+    assert [r["scale"] for r in rows] == [1e-4, 1.0]
+    for r in rows:
+        assert r["mean_diagonal"] == pytest.approx(r["scale"])
+        assert 0 <= r["acc"] <= 1 and r["logloss"] > 0
+    assert "| 0.0001 |" in (tmp_path / "res.md").read_text()
+
+
 def test_stress_resumes(tmp_path):
     """Two tiny BM3KL fits (γ0 = 1 and 100); the first is kept across the restart."""
     final = _interrupt_and_resume(
