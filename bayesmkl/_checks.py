@@ -42,8 +42,8 @@ __all__ = [
     "SamplerDivergenceError",
     "SamplerDivergenceWarning",
     "check_decision_scale",
-    "check_kernel_scale",
     "check_draws",
+    "check_kernel_scale",
     "check_label_types",
     "check_predictions",
     "nonfinite_draws",
@@ -424,7 +424,7 @@ def check_kernel_scale(K, names) -> None:
     kernel at 1e-200 of the usual scale fitted nothing, without a word); far larger ones
     saturate the probabilities. The warning points at the first caller outside the package.
     """
-    diag = np.einsum("pii->pi", np.asarray(K, dtype=np.float64)).mean(axis=1)
+    diag = np.einsum("pii->pi", np.asarray(K)).astype(np.float64).mean(axis=1)  # no copy of K
     lo, hi = KERNEL_SCALE_RANGE
     bad = [f"{n} ({d:.3g})" for n, d in zip(names, diag, strict=True) if not lo <= d <= hi]
     if bad:
