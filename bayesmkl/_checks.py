@@ -80,7 +80,8 @@ class KernelScaleWarning(UserWarning):
 #: range. Measured on breast cancer (70/30 split, bsvm16 kernels multiplied by s, 2 chains of
 #: 200 + 300 sweeps; s = 1: accuracy 0.953, log-loss 0.116, R-hat 1.08): s = 0.1 gave 0.936,
 #: 0.124, R-hat 1.41; s = 0.01 0.947, 0.142, 2.41; s = 1e-4 0.889, 0.578, 2.07; s = 10 … 1e4
-#: matched s = 1 (log-loss 0.108–0.116); s = 1e8 gave log-loss 0.693 (every probability ½).
+#: matched s = 1 (log-loss 0.108–0.116); s = 1e8 gave log-loss 0.693 (probabilities near ½).
+#: ``benchmarks/kernel_scale.py`` reproduces these.
 KERNEL_SCALE_RANGE = (0.1, 1e4)
 
 
