@@ -175,6 +175,9 @@ def _check_user_guide(ns):
     assert Path("weights.png").stat().st_size > 0
     assert len(ns["pool"].recipe) == 5
     assert 0.0 <= clf.score(X_te, ns["y_te"]) <= 1.0
+    # the baselines' Platt-scaled probabilities
+    np.testing.assert_allclose(ns["proba_mkl"].sum(axis=1), 1.0, atol=1e-12)
+    assert ns["proba_mkl"].shape == ns["proba"].shape
     # the regression section
     M = len(ns["Xd_te"])
     assert ns["interval"].shape == (M, 2) and ns["q"].shape == (M, 3)
