@@ -5,7 +5,8 @@ probability); the documented route (``bayesmkl.baselines`` module docstring) is 
 ``CalibratedClassifierCV``, which clones the estimator, refits it on folds and maps its
 ``decision_function`` (binary: ``(M,)``; one-vs-rest: ``(M, n_classes)``) to probabilities. This
 checks that the composition works for every such baseline, binary and multiclass, with sample
-weights, and that the probabilities carry the decision values' information.
+weights, and that the probabilities carry the decision values' information. BM3KLMAP has a
+``predict_proba`` (the raw rule's, near 0 or 1), and the same wrapper must improve on it.
 """
 
 import numpy as np
@@ -59,3 +60,12 @@ def test_platt_scaling_passes_sample_weights_to_the_baseline():
     weighted = CalibratedClassifierCV(baselines.AverageMKL(kernels="bsvm16"), cv=3)
     weighted.fit(X, y, sample_weight=w)
     assert weighted.predict_proba(Xt)[:, 1].mean() < 0.5 * ref.predict_proba(Xt)[:, 1].mean()
+
+
+def test_platt_scaling_of_bm3klmap_beats_its_raw_rule():
+    """BM3KLMAP's own probabilities are the raw rule's at γ0 = 100, near 0 or 1; its docstring
+    points to CalibratedClassifierCV, which must then do better on held-out log-loss."""
+    X, y, Xt, yt = _data(2)
+    raw = baselines.BM3KLMAP(kernels="bsvm16").fit(X, y).predict_proba(Xt)
+    cal = CalibratedClassifierCV(baselines.BM3KLMAP(kernels="bsvm16"), cv=3).fit(X, y)
+    assert log_loss(yt, cal.predict_proba(Xt)) < log_loss(yt, raw)
