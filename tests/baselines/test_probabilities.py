@@ -17,7 +17,7 @@ from sklearn.metrics import log_loss
 from bayesmkl import baselines
 
 SVM_BASED = ("AverageMKL", "BestSingleKernelSVM", "SimpleMKL", "LpMKL", "SoftMarginMKL", "SGMKL")
-MULTICLASS_ONLY_OK = ("M3K", "OBSCURE")  # Crammer–Singer: multiclass decision values
+CRAMMER_SINGER = ("M3K", "OBSCURE")  # joint multiclass margin; binary: f_1 − f_0
 
 
 def _data(n_classes, n=150, seed=0):
@@ -32,7 +32,7 @@ def _data(n_classes, n=150, seed=0):
 
 
 @pytest.mark.parametrize("n_classes", [2, 3])
-@pytest.mark.parametrize("name", SVM_BASED + MULTICLASS_ONLY_OK)
+@pytest.mark.parametrize("name", SVM_BASED + CRAMMER_SINGER)
 def test_platt_scaling_of_a_baseline_gives_informative_probabilities(name, n_classes):
     cls = getattr(baselines, name)
     assert not hasattr(cls, "predict_proba")  # else this route is not the documented one
