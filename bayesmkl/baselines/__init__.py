@@ -24,10 +24,11 @@ BM3KLMAP               MAP estimate of the BM3KL posterior
 =====================  ==================================================================
 
 Probabilities: BEMKL and BM3KLMAP have ``predict_proba``. The SVM-based classes (AverageMKL,
-BestSingleKernelSVM, SimpleMKL, LpMKL, SoftMarginMKL, SGMKL, M3K, OBSCURE) return decision
-values only; wrap one in scikit-learn's ``CalibratedClassifierCV(est, method="sigmoid")`` for
-Platt-scaled probabilities (it refits the baseline on each fold, so it costs that many fits).
-MKMMC is a 1-nearest-neighbour rule and has neither.
+BestSingleKernelSVM, SimpleMKL, LpMKL, SoftMarginMKL, SGMKL, MLMKLSum and MLMKLSA on
+single-label ``y``, M3K, OBSCURE) return decision values only; wrap one in scikit-learn's
+``CalibratedClassifierCV(est, method="sigmoid")`` for Platt-scaled probabilities (it refits the
+baseline on each fold, so it costs that many fits). MKMMC is a 1-nearest-neighbour rule and has
+neither.
 """
 
 from typing import TYPE_CHECKING

@@ -16,7 +16,10 @@ from sklearn.metrics import log_loss
 
 from bayesmkl import baselines
 
-SVM_BASED = ("AverageMKL", "BestSingleKernelSVM", "SimpleMKL", "LpMKL", "SoftMarginMKL", "SGMKL")
+SVM_BASED = (
+    "AverageMKL", "BestSingleKernelSVM", "SimpleMKL", "LpMKL", "SoftMarginMKL", "SGMKL",
+    "MLMKLSum", "MLMKLSA",  # with single-label y (CalibratedClassifierCV takes no indicator y)
+)  # fmt: skip
 CRAMMER_SINGER = ("M3K", "OBSCURE")  # joint multiclass margin; binary: f_1 − f_0
 
 
