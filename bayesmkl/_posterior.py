@@ -145,7 +145,16 @@ class PosteriorMixin(KernelDrawsMixin):
         cal = _loo.loo_calibrator(
             F, codes, log_lik, gamma0=self.gamma0_, point_weights=sample_weight, per_class=True
         )
-        if cal.khat_bad_frac > LOO_KHAT_WARN or getattr(self, "prior", None) == "paper":
+        if F.shape[0] < _loo.PSIS_MIN_DRAWS:
+            warnings.warn(
+                f"calibration='loo': {F.shape[0]} posterior draws are too few for Pareto "
+                f"smoothing (it needs {_loo.PSIS_MIN_DRAWS}); the probability map was fitted on "
+                "unsmoothed leave-one-out weights and may be overconfident. Raise num_samples, "
+                "or use calibration='cv'.",
+                UserWarning,
+                stacklevel=4,
+            )
+        elif cal.khat_bad_frac > LOO_KHAT_WARN or getattr(self, "prior", None) == "paper":
             warnings.warn(
                 f"calibration='loo': {cal.khat_bad_frac:.0%} of the training points have Pareto "
                 f"k > {_calibration.KHAT_BAD}, so their leave-one-out weights are unreliable and "

@@ -22,6 +22,10 @@ __all__ = ["kfold_elpd", "loo_calibrator", "psis_log_weights"]
 # PSIS
 # ----------------------------------------------------------------------------------------
 
+#: Fewest draws ArviZ's PSIS can smooth: its right tail is ``floor(S / 5)`` draws for
+#: ``S·r_eff <= 225``, and it fits the generalised Pareto only to a tail of 5 or more.
+PSIS_MIN_DRAWS = 25
+
 
 def psis_log_weights(log_lik, r_eff=1.0):
     """Pareto-smoothed leave-one-out log weights from per-draw log-likelihood factors.
@@ -30,7 +34,8 @@ def psis_log_weights(log_lik, r_eff=1.0):
     factor of point i in the posterior. Smoothing and k̂ come from ArviZ
     (``arviz_stats.base.array_stats.psislw``, which takes the log-likelihood and negates it).
     Points ArviZ cannot smooth fall back to plain normalised ratios with ``k̂ = nan``: fewer
-    than 25 draws (tail shorter than 5), or a constant factor (weights then uniform, k̂ = 0).
+    than :data:`PSIS_MIN_DRAWS` draws (tail shorter than 5; all points), or a tail ArviZ refuses;
+    a constant factor gives uniform weights with k̂ = 0.
 
     Parameters
     ----------
@@ -52,6 +57,10 @@ def psis_log_weights(log_lik, r_eff=1.0):
     r_eff = np.broadcast_to(np.asarray(r_eff, dtype=float), (N,))
     lw = np.empty((S, N))
     khat = np.empty(N)
+    if S < PSIS_MIN_DRAWS:  # ArviZ's tail would be < 5 draws (and < 1 below 5: an IndexError)
+        lw[:] = -log_lik - logsumexp(-log_lik, axis=0, keepdims=True)
+        khat[:] = np.nan
+        return lw, khat
     for i in range(N):
         col = log_lik[:, i]
         if np.ptp(col) <= 1e-12 * max(1.0, np.max(np.abs(col))):

@@ -318,9 +318,12 @@ def test_psis_leaves_the_body_of_the_ratios_untouched():
         np.testing.assert_allclose(diff, diff[0], atol=1e-10)
 
 
-def test_psis_fallbacks():
+@pytest.mark.parametrize("S", [1, 2, 4, 20, 24])
+def test_psis_fallbacks(S):
+    """Fewer than 25 draws: plain normalised ratios, k̂ = nan (below 5 draws ArviZ's empty tail
+    raised an IndexError that ended a ``num_samples=1`` fit)."""
     rng = np.random.default_rng(8)
-    ll = rng.normal(size=(20, 2))  # fewer than 25 draws: plain normalised ratios, k̂ = nan
+    ll = rng.normal(size=(S, 2))
     log_w, khat = psis_log_weights(ll)
     np.testing.assert_allclose(log_w, -ll - logsumexp(-ll, axis=0), rtol=1e-13)
     assert np.all(np.isnan(khat))

@@ -193,6 +193,19 @@ def test_capped_loop_reaches_the_user_as_an_error(monkeypatch):
         clf.fit(K, y)
 
 
+def test_too_few_draws_for_psis_warn_instead_of_crashing():
+    """``num_samples=1`` (or 2) on 2 chains ended the default fit in an IndexError from
+    ArviZ's Pareto smoothing (an empty tail); now the LOO map says why it is unreliable."""
+    X, y = _data(30)
+    clf = BM3KLClassifier(
+        num_warmup=2, num_samples=1, num_chains=2, progress_bar=False, random_state=0
+    )
+    with pytest.warns(UserWarning, match=r"posterior draws are too few for Pareto smoothing"):
+        clf.fit(X, y)
+    p = clf.predict_proba(X)
+    assert np.all(np.isfinite(p)) and np.allclose(p.sum(axis=1), 1.0)
+
+
 def test_check_draws_names_the_capped_loop_and_chain():
     post = {"w": np.full((2, 3, 2), 0.5)}
     with pytest.raises(SamplerDivergenceError, match=r"rejection sampler.* in chain\(s\) 1"):
