@@ -38,10 +38,12 @@ if TYPE_CHECKING:  # static analysers (jedi, pyright, mypy) cannot see through _
     from bayesmkl.baselines.average import BestSingleKernelSVM as BestSingleKernelSVM
     from bayesmkl.baselines.bemkl import BEMKL as BEMKL
     from bayesmkl.baselines.lpmkl import LpMKL as LpMKL
+    from bayesmkl.baselines.m3k import M3K as M3K
     from bayesmkl.baselines.map import BM3KLMAP as BM3KLMAP
     from bayesmkl.baselines.mkmmc import MKMMC as MKMMC
     from bayesmkl.baselines.mlmkl import MLMKLSA as MLMKLSA
     from bayesmkl.baselines.mlmkl import MLMKLSum as MLMKLSum
+    from bayesmkl.baselines.obscure import OBSCURE as OBSCURE
     from bayesmkl.baselines.sgmkl import SGMKL as SGMKL
     from bayesmkl.baselines.simplemkl import SimpleMKL as SimpleMKL
     from bayesmkl.baselines.softmargin import SoftMarginMKL as SoftMarginMKL
