@@ -189,7 +189,10 @@ def solve_cs_dual(
     if worst > tol:
         warnings.warn(
             f"Crammer–Singer dual solver stopped after max_steps={max_steps} block updates "
-            f"with a KKT violation of {worst:.3g} > tol={tol:g}; increase its tolerance",
+            f"with a KKT violation of {worst:.3g} > tol={tol:g} (a point's free classes "
+            "disagree by that much in decision value; near-duplicate training points make the "
+            "block updates zigzag). The solution is that close to optimal: raise M3K's cs_tol "
+            "above the violation to accept it without this warning",
             ConvergenceWarning,
             stacklevel=3,
         )
