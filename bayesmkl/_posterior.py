@@ -46,10 +46,13 @@ LOO_KHAT_WARN = 0.3
 
 def probability_mcse(P, n_chains: int) -> np.ndarray:
     """Monte Carlo standard error of the mean over draws of ``P: (S, M, K)``, whose S draws are
-    ``n_chains`` chains stored one after the other; ``(M, K)``, 0 where P does not vary."""
+    ``n_chains`` chains stored one after the other; ``(M, K)``, 0 where P does not vary, and
+    nan everywhere with a single draw per chain (no variation to measure, not a zero error)."""
     from arviz_stats.base import array_stats
 
     S = P.shape[0]
+    if S // n_chains < 2:
+        return np.full(P.shape[1:], np.nan)
     x = np.moveaxis(P.reshape(n_chains, S // n_chains, *P.shape[1:]), (0, 1), (-2, -1))
     varying = np.ptp(P, axis=0) > 1e-12
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -145,10 +148,10 @@ class PosteriorMixin(KernelDrawsMixin):
         cal = _loo.loo_calibrator(
             F, codes, log_lik, gamma0=self.gamma0_, point_weights=sample_weight, per_class=True
         )
-        if F.shape[0] < _loo.PSIS_MIN_DRAWS:
+        if F.shape[0] < _loo.MIN_PSIS_DRAWS:
             warnings.warn(
                 f"calibration='loo': {F.shape[0]} posterior draws are too few for Pareto "
-                f"smoothing (it needs {_loo.PSIS_MIN_DRAWS}); the probability map was fitted on "
+                f"smoothing (it needs {_loo.MIN_PSIS_DRAWS}); the probability map was fitted on "
                 "unsmoothed leave-one-out weights and may be overconfident. Raise num_samples, "
                 "or use calibration='cv'.",
                 UserWarning,

@@ -64,6 +64,8 @@ import numpy as np
 import xarray as xr
 from arviz_base import from_dict
 
+from bayesmkl.loo import MIN_PSIS_DRAWS
+
 __all__ = [
     "CLASS_DIM",
     "MIN_PSIS_DRAWS",
@@ -123,9 +125,6 @@ NO_ENERGY = (
     "Gibbs sweep, which change every sweep, so its energies are not on one scale. Use R-hat and "
     "ESS (run_report_) and the diverging flags."
 )
-#: Fewest draws (chains × draws) PSIS can use: ArviZ fits the Pareto tail to at most a fifth of
-#: the draws and needs at least 5 tail draws.
-MIN_PSIS_DRAWS = 25
 _LOO_ADVICE = (
     " Refit with calibration='cv' (calibrated probabilities that vary between draws) and "
     "use clf.loo_kfold(), the k-fold ELPD of the calibration refits, which for BM3KL is also the "

@@ -22,9 +22,9 @@ __all__ = ["kfold_elpd", "loo_calibrator", "psis_log_weights"]
 # PSIS
 # ----------------------------------------------------------------------------------------
 
-#: Fewest draws ArviZ's PSIS can smooth: its right tail is ``floor(S / 5)`` draws for
-#: ``S·r_eff <= 225``, and it fits the generalised Pareto only to a tail of 5 or more.
-PSIS_MIN_DRAWS = 25
+#: Fewest draws (chains × draws) PSIS can use: ArviZ fits the Pareto tail to ``floor(S / 5)``
+#: draws (for ``S·r_eff <= 225``) and needs at least 5 tail draws.
+MIN_PSIS_DRAWS = 25
 
 
 def psis_log_weights(log_lik, r_eff=1.0):
@@ -34,7 +34,7 @@ def psis_log_weights(log_lik, r_eff=1.0):
     factor of point i in the posterior. Smoothing and k̂ come from ArviZ
     (``arviz_stats.base.array_stats.psislw``, which takes the log-likelihood and negates it).
     Points ArviZ cannot smooth fall back to plain normalised ratios with ``k̂ = nan``: fewer
-    than :data:`PSIS_MIN_DRAWS` draws (tail shorter than 5; all points), or a tail ArviZ refuses;
+    than :data:`MIN_PSIS_DRAWS` draws (tail shorter than 5; all points), or a tail ArviZ refuses;
     a constant factor gives uniform weights with k̂ = 0.
 
     Parameters
@@ -57,7 +57,7 @@ def psis_log_weights(log_lik, r_eff=1.0):
     r_eff = np.broadcast_to(np.asarray(r_eff, dtype=float), (N,))
     lw = np.empty((S, N))
     khat = np.empty(N)
-    if S < PSIS_MIN_DRAWS:  # ArviZ's tail would be < 5 draws (and < 1 below 5: an IndexError)
+    if S < MIN_PSIS_DRAWS:  # ArviZ's tail would be < 5 draws (and < 1 below 5: an IndexError)
         lw[:] = -log_lik - logsumexp(-log_lik, axis=0, keepdims=True)
         khat[:] = np.nan
         return lw, khat

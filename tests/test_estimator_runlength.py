@@ -66,6 +66,9 @@ def test_probability_mcse_matches_sd_over_sqrt_n_for_independent_draws():
     sticky = np.repeat(P[::10], 10, axis=0)
     assert np.all(probability_mcse(sticky, 4) > 2.0 * se)
     assert np.all(probability_mcse(np.ones((40, 2, 2)), 4) == 0.0)
+    # one draw per chain: undefined, not 0 (a single draw does not vary; it read as exact)
+    assert np.all(np.isnan(probability_mcse(np.ones((1, 2, 2)), 1)))
+    assert np.all(np.isnan(probability_mcse(np.ones((4, 2, 2)), 4)))
 
 
 def test_loo_calibration_is_the_psis_weighted_map(fitted):
