@@ -206,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="class probabilities (or predictive intervals) for the rows of a CSV file",
         description="Write the posterior predictive class probabilities (one "
         "column per class) and the predicted label of each row as CSV; for a regression "
-        "model, the predictive mean, standard deviation and 90%% interval of each row.",
+        "model, the predictive mean, standard deviation and 90% interval of each row.",
     )
     p.add_argument("model", metavar="MODEL.nc", help="a model written by 'bayesmkl fit'")
     p.add_argument("data", metavar="DATA.csv")

@@ -30,7 +30,9 @@ def test_help(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 0
-    assert "usage: bayesmkl" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "usage: bayesmkl" in out
+    assert "%%" not in out  # a description is not %-formatted: "90%%" printed as written
 
 
 def test_demo_writes_figures_and_netcdf(tmp_path, capsys):
