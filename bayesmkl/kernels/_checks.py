@@ -8,6 +8,7 @@ import numpy as np
 
 __all__ = [
     "MEMORY_LIMIT_ENV",
+    "PSD_RTOL",
     "KernelMemoryError",
     "NotFittedError",
     "check_X",
@@ -16,6 +17,7 @@ __all__ = [
     "check_gram",
     "check_kernel_memory",
     "check_poly_offset",
+    "check_psd",
     "check_spec_features",
     "check_storage_dtype",
     "check_standardisation",
@@ -249,3 +251,37 @@ def check_gram(K: np.ndarray, what: str, *, nan_verb: str = "contains", symmetry
             f"{what} is not symmetric{symmetry}: max |K - K^T| = {asym:.3g} exceeds the "
             f"tolerance 1e-6 * max|K| = {1e-6 * scale:.3g}"
         )
+
+
+#: Relative tolerance of the positive semi-definiteness check of precomputed and custom kernels,
+#: by dtype: a Gram matrix is accepted when ``K + PSD_RTOL · max|K| · I`` has a Cholesky factor,
+#: i.e. when its smallest eigenvalue is above ``−PSD_RTOL · max|K|`` (``max|K|`` bounds the
+#: diagonal of a PSD matrix). The float64 value leaves a wide margin over rounding errors of
+#: computed kernels (≈ N·ε·max|K|); float32 kernels carry ≈ 1e−7 relative errors per entry.
+PSD_RTOL = {"float64": 1e-6, "float32": 1e-3}
+
+
+def check_psd(Km: np.ndarray, what: str, rtol: float) -> None:
+    """Refuse an indefinite Gram matrix: one whose smallest eigenvalue is below
+    ``−rtol · max|K|`` (:data:`PSD_RTOL`); the message starts with ``what``."""
+    from scipy.linalg import LinAlgError, cholesky, eigvalsh
+
+    A = np.array(Km, dtype=np.float64)  # a copy: the shift is added in place
+    A = 0.5 * (A + A.T)
+    scale = float(np.max(np.abs(A)))
+    if scale == 0.0:
+        return  # the zero kernel is PSD
+    A[np.diag_indices_from(A)] += rtol * scale
+    try:
+        cholesky(A, lower=True, check_finite=False, overwrite_a=True)
+        return
+    except LinAlgError:
+        pass
+    ev = eigvalsh(0.5 * (Km + Km.T).astype(np.float64))
+    raise ValueError(
+        f"{what} is not positive semi-definite: its smallest eigenvalue "
+        f"{ev[0]:.3g} (largest {ev[-1]:.3g}) is below the tolerance -{rtol:g} * max|K| = "
+        f"{-rtol * scale:.3g}. BM3KL and the MKL baselines need PSD kernels: use a PSD kernel "
+        "function, or for a Gram matrix add c*I or clip the negative eigenvalues (the "
+        "tolerance is bayesmkl.kernels.pool.PSD_RTOL)."
+    )

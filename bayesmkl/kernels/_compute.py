@@ -24,8 +24,10 @@ from bayesmkl._checks import scaled_sd
 from bayesmkl.kernels import custom
 from bayesmkl.kernels import functions as F
 from bayesmkl.kernels._checks import (
+    PSD_RTOL,
     check_finite_kernels,
     check_kernel_memory,
+    check_psd,
     check_standardisation,
 )
 from bayesmkl.kernels.spec import KernelSpec
@@ -334,7 +336,8 @@ def training_row_means(
 ) -> np.ndarray | None:
     """Row means ``K 1/N: (P, N)`` of the uncentred training kernels when ``center``, else
     ``None``. Every custom kernel is evaluated on the training data either way, which checks it
-    (a finite array of the right shape, symmetric) before any kernel is requested."""
+    (a finite array of the right shape, symmetric, positive semi-definite) before any kernel is
+    requested."""
     row_means = None
     if center:
         row_means = np.empty((len(specs), Xs.shape[0]))
@@ -350,6 +353,7 @@ def training_row_means(
             Ktr = custom.evaluate(
                 *s.custom_parts(), _cols(Xs, s), _cols(Xs, s), name=s.name, symmetric=True
             )
+            check_psd(Ktr, f"kernel '{s.name}' on the training data", PSD_RTOL["float64"])
             if center:
                 row_means[i] = Ktr.mean(axis=1)
     return row_means

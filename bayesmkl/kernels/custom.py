@@ -21,9 +21,10 @@ then go through the same preprocessing as the built-in kernels: centring with tr
 ``k`` on blocks of 256 points), and the cast to the pool's storage dtype.
 
 Validation: every evaluation must return a finite real array of shape ``(M, N)``; on the
-training points the kernel must also be symmetric (within ``1e-6 · max|K|``). Errors name the
-kernel. Positive semi-definiteness is not checked (an indefinite kernel makes the SVM and the
-sampler's problems non-convex; check ``np.linalg.eigvalsh`` yourself if in doubt).
+training points the kernel must also be symmetric (within ``1e-6 · max|K|``) and positive
+semi-definite (smallest eigenvalue above ``−PSD_RTOL · max|K|``, the check of precomputed
+kernels: an indefinite kernel, as ``"sigmoid"`` often is, makes the SVM and the sampler's
+problems non-convex and is refused). Errors name the kernel.
 
 Names: given by the user (``KernelSpec(..., display_name=...)``), or derived:
 ``rbf(gamma=0.5)[all]``, ``RBF(length_scale=2)[x0:4]``, ``callable:my_func[all]``.

@@ -6,16 +6,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bayesmkl.kernels._checks import check_gram
+from bayesmkl.kernels._checks import PSD_RTOL, check_gram, check_psd
 
 __all__ = ["PSD_RTOL", "validate_precomputed"]
-
-#: Relative tolerance of the positive semi-definiteness check of precomputed kernels, by dtype:
-#: a Gram matrix is accepted when ``K + PSD_RTOL · max|K| · I`` has a Cholesky factor, i.e. when
-#: its smallest eigenvalue is above ``−PSD_RTOL · max|K|`` (``max|K|`` bounds the diagonal of a PSD
-#: matrix). The float64 value leaves a wide margin over rounding errors of computed kernels
-#: (≈ N·ε·max|K|); float32 kernels carry ≈ 1e−7 relative errors per entry.
-PSD_RTOL = {"float64": 1e-6, "float32": 1e-3}
 
 
 def validate_precomputed(
@@ -96,7 +89,7 @@ def validate_precomputed(
         check_gram(K[m], f"precomputed kernel {m}")
     rtol = PSD_RTOL[np.dtype(K.dtype).name] if psd_rtol is None else float(psd_rtol)
     for m in range(K.shape[0]):
-        _check_psd(K[m], m, rtol)
+        check_psd(K[m], f"precomputed kernel {m}", rtol)
     P = K.shape[0]
     if names is None:
         names = [f"K{m}" for m in range(P)]
@@ -107,27 +100,3 @@ def validate_precomputed(
         if len(names) != P:
             raise ValueError(f"got {len(names)} names for {P} precomputed kernels")
     return K, names
-
-
-def _check_psd(Km: np.ndarray, m: int, rtol: float) -> None:
-    """Refuse an indefinite Gram matrix (see :func:`validate_precomputed`, ``psd_rtol``)."""
-    from scipy.linalg import LinAlgError, cholesky, eigvalsh
-
-    A = np.array(Km, dtype=np.float64)  # a copy: the shift is added in place
-    A = 0.5 * (A + A.T)
-    scale = float(np.max(np.abs(A)))
-    if scale == 0.0:
-        return  # the zero kernel is PSD
-    A[np.diag_indices_from(A)] += rtol * scale
-    try:
-        cholesky(A, lower=True, check_finite=False, overwrite_a=True)
-        return
-    except LinAlgError:
-        pass
-    ev = eigvalsh(0.5 * (Km + Km.T).astype(np.float64))
-    raise ValueError(
-        f"precomputed kernel {m} is not positive semi-definite: its smallest eigenvalue "
-        f"{ev[0]:.3g} (largest {ev[-1]:.3g}) is below the tolerance -{rtol:g} * max|K| = "
-        f"{-rtol * scale:.3g}. BM3KL and the MKL baselines need PSD kernels: add c*I, clip "
-        "the negative eigenvalues (the tolerance is bayesmkl.kernels.pool.PSD_RTOL)."
-    )

@@ -143,8 +143,11 @@ def _fit_one(kernel, X, **kw):
         (lambda X, Y: X[:, :1] - Y[:, :1].T, r"not symmetric on the training data"),
         (lambda X, Y: np.full((len(X), len(Y)), "a"), "real numeric array"),
         (lambda X: X @ X.T, r"failed on inputs of shapes \(30, 4\) and \(30, 4\): TypeError"),
+        # indefinite: fitted silently until issue 22's second audit (precomputed ones were refused)
+        (lambda X, Y: -X @ Y.T, r"on the training data is not positive semi-definite: its small"),
+        ("sigmoid", r"on the training data is not positive semi-definite"),
     ],
-    ids=["wrong-shape", "1-D", "nan", "asymmetric", "strings", "one-argument"],
+    ids=["wrong-shape", "1-D", "nan", "asymmetric", "strings", "one-argument", "negated", "sigmoid"],
 )
 def test_bad_callable_is_refused_at_fit_with_its_name(data, kernel, match):
     Xtr, _ = data
