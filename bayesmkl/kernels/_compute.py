@@ -354,6 +354,11 @@ def training_row_means(
                 *s.custom_parts(), _cols(Xs, s), _cols(Xs, s), name=s.name, symmetric=True
             )
             check_psd(Ktr, f"kernel '{s.name}' on the training data", PSD_RTOL["float64"])
+            if not np.any(np.diag(Ktr)):  # PSD with a zero diagonal: zero everywhere
+                raise ValueError(
+                    f"kernel '{s.name}' has k(x, x) = 0 for every training point, so (being "
+                    "PSD) it is zero on the training data and carries no information; drop it"
+                )
             if center:
                 row_means[i] = Ktr.mean(axis=1)
     return row_means

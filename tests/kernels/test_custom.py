@@ -146,8 +146,13 @@ def _fit_one(kernel, X, **kw):
         # indefinite: fitted silently until issue 22's second audit (precomputed ones were refused)
         (lambda X, Y: -X @ Y.T, r"on the training data is not positive semi-definite: its small"),
         ("sigmoid", r"on the training data is not positive semi-definite"),
+        # the zero kernel's error blamed polynomial overflow (0/0 of the normalisation)
+        (lambda X, Y: np.zeros((len(X), len(Y))), r"k\(x, x\) = 0 for every training point"),
     ],
-    ids=["wrong-shape", "1-D", "nan", "asymmetric", "strings", "one-argument", "negated", "sigmoid"],
+    ids=[
+        *("wrong-shape", "1-D", "nan", "asymmetric", "strings", "one-argument"),
+        *("negated", "sigmoid", "zero"),
+    ],
 )
 def test_bad_callable_is_refused_at_fit_with_its_name(data, kernel, match):
     Xtr, _ = data
