@@ -76,9 +76,11 @@ def effective_sample_weight(y, sample_weight=None, class_weight=None) -> np.ndar
         if isinstance(class_weight, Mapping):
             missing = [c for c in classes.tolist() if c not in class_weight]
             if missing:
+                unknown = [k for k in class_weight if k not in set(classes.tolist())]
+                hint = f" (its keys {unknown} are not classes of y)" if unknown else ""
                 raise ValueError(
-                    f"class_weight has no weight for the classes {missing}; give every class "
-                    f"in y ({classes.tolist()}) a weight"
+                    f"class_weight has no weight for the classes {missing}{hint}; give every "
+                    f"class in y ({classes.tolist()}) a weight"
                 )
             bad = {k: v for k, v in class_weight.items() if not (np.isfinite(v) and v >= 0)}
             if bad:
