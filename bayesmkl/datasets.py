@@ -1,12 +1,13 @@
 """Data loaders: UCI benchmark CSVs (read from a directory, never bundled) and an offline demo set.
 
 The UCI files are plain CSV without header, one sample per row, the class label (integers from
-0) in the last column. They are looked for, in this order, in
+0) in the last column. They are read from the ``data_dir`` argument when one is given (only
+there: a misspelt directory is an error, not a silent fall-back to another copy), otherwise
+looked for, in this order, in
 
-1. the ``data_dir`` argument,
-2. the directory in the environment variable ``BAYESMKL_DATA``,
-3. ``../shared/data/uci`` relative to the current working directory,
-4. ``../shared/data/uci`` relative to the repository root (the parent of the ``bayesmkl``
+1. the directory in the environment variable ``BAYESMKL_DATA``,
+2. ``../shared/data/uci`` relative to the current working directory,
+3. ``../shared/data/uci`` relative to the repository root (the parent of the ``bayesmkl``
    package directory).
 
 Caveats of two data sets (see :func:`load_uci`):
@@ -58,15 +59,15 @@ def uci_search_path(data_dir=None) -> list[tuple[str, Path]]:
     Parameters
     ----------
     data_dir : str or Path, optional
-        A directory given by the caller; searched first.
+        A directory given by the caller: then the only place searched.
 
     Returns
     -------
     list of (str, Path)
     """
-    places = []
     if data_dir is not None:
-        places.append(("data_dir argument", Path(data_dir).expanduser()))
+        return [("data_dir argument", Path(data_dir).expanduser())]
+    places = []
     env = os.environ.get(ENV_VAR)
     if env:
         places.append((f"${ENV_VAR}", Path(env).expanduser()))
@@ -84,7 +85,7 @@ def find_uci_dir(data_dir=None) -> Path | None:
     Parameters
     ----------
     data_dir : str or Path, optional
-        Searched first.
+        The only directory searched when given.
 
     Returns
     -------
@@ -129,8 +130,8 @@ def load_uci(name: str, data_dir=None) -> tuple[np.ndarray, np.ndarray]:
         suffix and the aliases ``bupa``/``bupaliver`` (liver), ``diabetes`` (pima) and ``wdbc``
         (breast) are accepted.
     data_dir : str or Path, optional
-        Directory searched first; then ``$BAYESMKL_DATA``, then ``../shared/data/uci`` from the
-        working directory and from the repository root.
+        The directory to read from (only there). Default: ``$BAYESMKL_DATA``, then
+        ``../shared/data/uci`` from the working directory and from the repository root.
 
     Returns
     -------
@@ -141,8 +142,9 @@ def load_uci(name: str, data_dir=None) -> tuple[np.ndarray, np.ndarray]:
     Raises
     ------
     FileNotFoundError
-        If no directory holds ``<name>.csv``. The message lists every place searched and, when
-        some data directory exists, the data set names found there.
+        If ``data_dir`` is given and is not a directory, or no directory searched holds
+        ``<name>.csv``. The message lists every place searched and, when some data directory
+        exists, the data set names found there.
 
     Notes
     -----
@@ -161,6 +163,11 @@ def load_uci(name: str, data_dir=None) -> tuple[np.ndarray, np.ndarray]:
     ((208, 60), array([ 97, 111]))
     """
     key = _canonical(name)
+    if data_dir is not None and not Path(data_dir).expanduser().is_dir():
+        raise FileNotFoundError(
+            f"data_dir {str(data_dir)!r} is not a directory (a given data_dir is the only place "
+            "searched)"
+        )
     places = uci_search_path(data_dir)
     for _, d in places:
         path = d / f"{key}.csv"

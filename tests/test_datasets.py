@@ -37,12 +37,30 @@ def test_env_var_is_searched(tiny_dir, monkeypatch):
     assert origins[0] == "$BAYESMKL_DATA" and len(origins) == 3
 
 
-def test_unknown_name_lists_available_and_places(tiny_dir):
+def test_unknown_name_lists_available_and_places(tiny_dir, monkeypatch):
     with pytest.raises(FileNotFoundError, match="unknown UCI data set 'nosuch'") as err:
         datasets.load_uci("nosuch", data_dir=tiny_dir)
     msg = str(err.value)
-    assert "toy" in msg and str(tiny_dir) in msg
-    assert "repository root" in msg and "working directory" in msg
+    assert "toy" in msg and str(tiny_dir) in msg and "working directory" not in msg
+    monkeypatch.setenv("BAYESMKL_DATA", str(tiny_dir))
+    with pytest.raises(FileNotFoundError, match="unknown UCI data set 'nosuch'") as err:
+        datasets.load_uci("nosuch")
+    msg = str(err.value)
+    assert "BAYESMKL_DATA" in msg and "repository root" in msg and "working directory" in msg
+
+
+def test_a_given_data_dir_is_the_only_place_searched(tiny_dir, tmp_path_factory, monkeypatch):
+    """A misspelt or incomplete data_dir fell back to another copy of the data without a
+    word (load_uci("sonar", "/nonexistent") read the shared sonar.csv)."""
+    monkeypatch.setenv("BAYESMKL_DATA", str(tiny_dir))  # a copy of toy.csv elsewhere
+    assert datasets.load_uci("toy")[0].shape == (3, 2)
+    with pytest.raises(FileNotFoundError, match=r"data_dir '.*nope' is not a directory"):
+        datasets.load_uci("toy", data_dir=tiny_dir / "nope")
+    other = tmp_path_factory.mktemp("other")
+    _write(other / "else.csv", [[0.0, 0], [1.0, 1]])
+    with pytest.raises(FileNotFoundError, match="unknown UCI data set 'toy'"):
+        datasets.load_uci("toy", data_dir=other)
+    assert [o for o, _ in datasets.uci_search_path(other)] == ["data_dir argument"]
 
 
 def test_no_directory_anywhere(tmp_path, monkeypatch):
