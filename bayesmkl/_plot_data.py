@@ -166,9 +166,30 @@ def confidence_and_hits(y_true, proba, classes):
         raise ValueError(
             f"proba must be (M, K) with M = len(y_true) = {y_true.shape[0]}; got {proba.shape}"
         )
-    classes = np.unique(y_true) if classes is None else np.asarray(classes)
+    if not np.all(np.isfinite(proba)):
+        raise ValueError("proba contains NaN or inf")
+    if (
+        np.any(proba < -1e-9)
+        or np.any(proba > 1 + 1e-9)
+        or np.any(np.abs(proba.sum(axis=1) - 1.0) > 1e-6)
+    ):
+        raise ValueError(
+            "proba must hold probabilities: entries in [0, 1], each row summing to 1 "
+            "(e.g. predict_proba's output, not decision values)"
+        )
+    hint = ""
+    if classes is None:
+        classes = np.unique(y_true)
+        hint = " (y_true does not hold every class: pass classes=, e.g. clf.classes_)"
+    classes = np.asarray(classes)
     if len(classes) != proba.shape[1]:
-        raise ValueError(f"{len(classes)} classes for {proba.shape[1]} probability columns")
+        raise ValueError(
+            f"{len(classes)} classes for {proba.shape[1]} probability columns"
+            + (hint if len(classes) < proba.shape[1] else "")
+        )
+    unknown = np.setdiff1d(y_true, classes)
+    if unknown.size:
+        raise ValueError(f"y_true has labels that are not among classes: {unknown.tolist()[:5]}")
     if proba.shape[1] == 2:
         conf, hit = proba[:, 1], (y_true == classes[1]).astype(float)
         labels = f"predicted P(y = {classes[1]})", "observed frequency"

@@ -13,6 +13,7 @@ from bayesmkl.plots import (
     plot_reliability,
     plot_sample_weights,
     plot_trace,
+    reliability_bins,
     top_kernels,
 )
 
@@ -189,3 +190,35 @@ def test_reliability_bins_have_enough_points_and_intervals_around_the_frequency(
                                      strict=True):  # fmt: skip
         assert x0 == x1 and lo <= f <= hi and lo < hi
     assert f"{bins.count.size} bins of ≥ 30" in fig.axes[0].get_title()
+
+
+@pytest.mark.parametrize(
+    "case, match",
+    [
+        ("nan", "proba contains NaN or inf"),  # drew a plot titled "ECE = nan"
+        ("decision values", "proba must hold probabilities"),  # drew an ECE of 0.65
+        ("negative", "proba must hold probabilities"),
+        ("unknown label", r"labels that are not among classes: \[7\]"),  # counted as misses
+        ("one class in y", r"pass classes=, e.g. clf.classes_"),
+    ],
+)
+def test_reliability_refuses_what_is_not_a_probability_table(case, match):
+    rng = np.random.default_rng(3)
+    p = rng.uniform(size=40)
+    P, y, classes = np.c_[1 - p, p], (rng.uniform(size=40) < p).astype(int), None
+    if case == "nan":
+        P[0, 0] = np.nan
+    elif case == "decision values":
+        P = 2.0 * P
+    elif case == "negative":
+        P = P - 0.5
+    elif case == "unknown label":
+        y[0], classes = 7, [0, 1]
+    else:
+        y = np.zeros(40, int)
+    with pytest.raises(ValueError, match=match):
+        reliability_bins(y, P, classes)
+    with pytest.raises(ValueError, match=match):
+        plot_reliability(y, P, classes)
+    if case == "one class in y":
+        assert reliability_bins(y, P, [0, 1]).count.sum() == 40  # fine with the classes given
