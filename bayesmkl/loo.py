@@ -34,8 +34,8 @@ def psis_log_weights(log_lik, r_eff=1.0):
     factor of point i in the posterior. Smoothing and k̂ come from ArviZ
     (``arviz_stats.base.array_stats.psislw``, which takes the log-likelihood and negates it).
     Points ArviZ cannot smooth fall back to plain normalised ratios with ``k̂ = nan``: fewer
-    than :data:`MIN_PSIS_DRAWS` draws (tail shorter than 5; all points), or a tail ArviZ refuses;
-    a constant factor gives uniform weights with k̂ = 0.
+    than :data:`MIN_PSIS_DRAWS` draws (tail shorter than 5), or a tail ArviZ refuses; with enough
+    draws a constant factor gives uniform weights with k̂ = 0.
 
     Parameters
     ----------
@@ -57,19 +57,18 @@ def psis_log_weights(log_lik, r_eff=1.0):
     r_eff = np.broadcast_to(np.asarray(r_eff, dtype=float), (N,))
     lw = np.empty((S, N))
     khat = np.empty(N)
-    if S < MIN_PSIS_DRAWS:  # ArviZ's tail would be < 5 draws (and < 1 below 5: an IndexError)
-        lw[:] = -log_lik - logsumexp(-log_lik, axis=0, keepdims=True)
-        khat[:] = np.nan
-        return lw, khat
     for i in range(N):
         col = log_lik[:, i]
-        if np.ptp(col) <= 1e-12 * max(1.0, np.max(np.abs(col))):
-            lw[:, i], khat[i] = -np.log(S), 0.0
-            continue
-        try:
-            lw[:, i], khat[i] = array_stats.psislw(col, r_eff=float(r_eff[i]), axis=-1)
-        except ValueError:
-            lw[:, i], khat[i] = -col - logsumexp(-col), np.nan
+        if S >= MIN_PSIS_DRAWS:  # fewer: a tail < 5 draws (< 1 below 5 draws: an IndexError)
+            if np.ptp(col) <= 1e-12 * max(1.0, np.max(np.abs(col))):
+                lw[:, i], khat[i] = -np.log(S), 0.0
+                continue
+            try:
+                lw[:, i], khat[i] = array_stats.psislw(col, r_eff=float(r_eff[i]), axis=-1)
+                continue
+            except ValueError:
+                pass
+        lw[:, i], khat[i] = -col - logsumexp(-col), np.nan
     return lw, khat
 
 
