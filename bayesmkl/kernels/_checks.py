@@ -266,8 +266,8 @@ def check_psd(Km: np.ndarray, what: str, rtol: float) -> None:
     ``−rtol · max|K|`` (:data:`PSD_RTOL`); the message starts with ``what``."""
     from scipy.linalg import LinAlgError, cholesky, eigvalsh
 
-    A = np.array(Km, dtype=np.float64)  # a copy: the shift is added in place
-    A = 0.5 * (A + A.T)
+    K64 = np.asarray(Km, dtype=np.float64)
+    A = 0.5 * (K64 + K64.T)  # a new array: the shift is added in place
     scale = float(np.max(np.abs(A)))
     if scale == 0.0:
         return  # the zero kernel is PSD
@@ -277,7 +277,7 @@ def check_psd(Km: np.ndarray, what: str, rtol: float) -> None:
         return
     except LinAlgError:
         pass
-    ev = eigvalsh(0.5 * (Km + Km.T).astype(np.float64))
+    ev = eigvalsh(0.5 * (K64 + K64.T))
     raise ValueError(
         f"{what} is not positive semi-definite: its smallest eigenvalue "
         f"{ev[0]:.3g} (largest {ev[-1]:.3g}) is below the tolerance -{rtol:g} * max|K| = "
