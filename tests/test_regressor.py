@@ -253,6 +253,9 @@ def test_wrong_shapes_are_refused(fitted):
         fitted.log_predictive_density(Xte, yte[:-1])
     with pytest.raises(ValueError, match=r"\(0, 1\)"):
         fitted.predict_quantiles(Xte, [0.5, 1.0])
+    for coverage in ("0.9", None, True, 1.0, float("nan")):
+        with pytest.raises(ValueError, match=r"coverage must be a number in \(0, 1\)"):
+            fitted.predict_interval(Xte, coverage)
     with pytest.raises(NotFittedError):
         BM3KLRegressor().predict(Xte)
 

@@ -10,6 +10,8 @@ It reads the fitted attributes ``posterior_`` (draws on the standardised scale),
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 from arviz_base import from_dict
 from scipy.special import logsumexp
@@ -199,8 +201,9 @@ class RegressionPosteriorMixin(KernelDrawsMixin):
     def predict_interval(self, X, coverage: float = 0.9) -> np.ndarray:
         """Central posterior predictive interval of y with probability ``coverage``,
         ``(M, 2)`` (lower, upper): the (1 ∓ coverage)/2 quantiles of :meth:`predict_quantiles`."""
-        if not 0 < coverage < 1:
-            raise ValueError(f"coverage must be in (0, 1); got {coverage!r}")
+        real = isinstance(coverage, numbers.Real) and not isinstance(coverage, bool)
+        if not (real and 0 < coverage < 1):
+            raise ValueError(f"coverage must be a number in (0, 1); got {coverage!r}")
         return self.predict_quantiles(X, [(1 - coverage) / 2, (1 + coverage) / 2])
 
     @with_x64
