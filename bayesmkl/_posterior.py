@@ -145,9 +145,11 @@ class PosteriorMixin(KernelDrawsMixin):
                 np.swapaxes(F, 1, 2), delta[None], self.gamma0_, sample_weight
             )
             log_lik = np.asarray(terms).sum(axis=1)  # (S, N)
-        cal = _loo.loo_calibrator(
-            F, codes, log_lik, gamma0=self.gamma0_, point_weights=sample_weight, per_class=True
-        )
+        log_w, khat = _loo.psis_log_weights(log_lik)
+        cal = _loo._calibrator_from_weights(
+            F, codes, log_w, khat, gamma0=self.gamma0_, point_weights=sample_weight,
+            per_class=True,
+        )  # fmt: skip
         if F.shape[0] < _loo.MIN_PSIS_DRAWS:
             warnings.warn(
                 f"calibration='loo': {F.shape[0]} posterior draws are too few for Pareto "
@@ -166,7 +168,6 @@ class PosteriorMixin(KernelDrawsMixin):
                 UserWarning,
                 stacklevel=4,
             )
-        log_w, _ = _loo.psis_log_weights(log_lik)
         lp = cal.log_proba_draws(F)[:, np.arange(len(codes)), codes]
         return cal, logsumexp(lp + log_w, axis=0)
 

@@ -106,7 +106,17 @@ def loo_calibrator(
     Calibrator
         With ``n_folds = 0`` (no folds) and ``khat_bad_frac`` set.
     """
-    log_w, khat = psis_log_weights(log_lik)
+    return _calibrator_from_weights(
+        F, codes, *psis_log_weights(log_lik), gamma0=gamma0, point_weights=point_weights,
+        per_class=per_class,
+    )  # fmt: skip
+
+
+def _calibrator_from_weights(
+    F, codes, log_w, khat, *, gamma0: float, point_weights=None, per_class: bool = False
+) -> Calibrator:
+    """:func:`loo_calibrator` from PSIS weights already computed (``log_w: (S, N)`` and
+    ``khat: (N,)`` of :func:`psis_log_weights`), for a caller that needs them again."""
     pw = None if point_weights is None else [np.asarray(point_weights, dtype=float)]
     cal = fit_calibrator(
         [F], [codes], gamma0=gamma0, log_weights=[log_w], n_folds=0, point_weights=pw,
