@@ -33,6 +33,7 @@ __all__ = [
     "add_merge_argument",
     "eta_row",
     "git_commit",
+    "load_dataset",
     "mean_se",
     "svc_line",
     "finished_splits",
@@ -202,14 +203,12 @@ def run_split_units(
     the key ``"<data set> | split k"`` (``"<label> | <data set> | split k"`` with a ``label``,
     e.g. one of several settings run on the same splits). After each unit JAX's caches are
     cleared (each fit maps memory until then) and ``publish()`` writes the summary. A data set
-    that cannot be loaded is skipped with a message; ``"tiny"`` is :func:`tiny_data`.
+    that cannot be loaded is skipped with a message; names as :func:`load_dataset`.
     """
     import gc
 
     import jax
     from sklearn.model_selection import StratifiedShuffleSplit
-
-    from bayesmkl.datasets import load_uci
 
     prefix = () if label is None else (label,)
     for ds in datasets:
@@ -217,7 +216,7 @@ def run_split_units(
         if all(store.done(k) for k in keys):
             continue
         try:
-            X, y = tiny_data() if ds == "tiny" else load_uci(ds)
+            X, y = load_dataset(ds)
         except FileNotFoundError as exc:
             print(f"skipping {ds}: {exc}")
             continue
@@ -311,6 +310,28 @@ def eta_row(method: str) -> tuple[float, float] | None:
     """``(eta, max_time)`` of an η-study row's name; ``None`` for any other method."""
     match = ETA_ROW.fullmatch(method)
     return None if match is None else (float(match.group(1)), float(match.group(2)))
+
+
+def load_dataset(name: str):
+    """``(X, y)`` of a benchmark data set: ``"tiny"`` (:func:`tiny_data`), a shared UCI set
+    (:func:`bayesmkl.datasets.load_uci`, ``FileNotFoundError`` when absent) or ``"<set>@<n>"``,
+    a class-balanced subsample of that set with n // K rows of each of its K classes, drawn with
+    seed 0 and kept in the file's order (``"mfeat-fou@500"``: stress.py's 10-class set).
+    """
+    import numpy as np
+
+    from bayesmkl.datasets import load_uci
+
+    base, _, size = name.partition("@")
+    X, y = tiny_data() if base == "tiny" else load_uci(base)
+    if not size:
+        return X, y
+    classes = np.unique(y)
+    per_class = int(size) // len(classes)
+    rng = np.random.default_rng(0)
+    idx = np.sort(np.concatenate([rng.choice(np.flatnonzero(y == k), per_class, replace=False)
+                                  for k in classes]))  # fmt: skip
+    return X[idx], y[idx]
 
 
 def tiny_data(n: int = 60, d: int = 3, seed: int = 0):

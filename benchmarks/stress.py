@@ -74,7 +74,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _resume import UnitStore, add_merge_argument, tiny_data, write_atomic  # noqa: E402
+from _resume import (  # noqa: E402
+    UnitStore,
+    add_merge_argument,
+    load_dataset,
+    tiny_data,
+    write_atomic,
+)
 from sweep_floor import RESULTS, _default, machine_info, md_table  # noqa: E402
 
 BINARY = ("sonar", "liver", "ionosphere", "pima", "heart", "breast")
@@ -107,17 +113,12 @@ def load(name: str):
         return make_duplicated_rows()
     if name == "tiny":
         return tiny_data()
-    from bayesmkl.datasets import find_uci_dir, load_mfeat, load_uci
+    from bayesmkl.datasets import find_uci_dir
 
     if find_uci_dir() is None:
         return None
-    if name.startswith("mfeat"):
-        views, y = load_mfeat(views=(name.split("-", 1)[1],))
-        rng = np.random.default_rng(0)
-        idx = np.sort(np.concatenate([rng.choice(np.flatnonzero(y == k), 50, replace=False)
-                                      for k in np.unique(y)]))  # fmt: skip
-        return views[0][idx], y[idx]
-    return load_uci(name)
+    # mfeat: 50 rows of each of the 10 digits (500 rows)
+    return load_dataset(f"{name}@500" if name.startswith("mfeat") else name)
 
 
 def split(X, y, seed=0, test=0.3):

@@ -538,6 +538,21 @@ def test_prior_accuracy_resumes_and_refuses_a_redefined_setting(tmp_path):
     assert again.returncode != 0 and "defined differently" in again.stderr
 
 
+def test_load_dataset_subsamples_each_class_equally():
+    """``"<set>@<n>"``: n // K rows of each class of the set, rows of the set in its order, the
+    same rows on every call (seed 0)."""
+    from _resume import load_dataset, tiny_data
+
+    X, y = tiny_data()
+    Xs, ys = load_dataset("tiny@20")
+    assert np.bincount(ys).tolist() == [10, 10]
+    rows = [int(np.flatnonzero((X == r).all(axis=1))[0]) for r in Xs]
+    assert rows == sorted(rows) and len(set(rows)) == 20
+    np.testing.assert_array_equal(y[rows], ys)
+    np.testing.assert_array_equal(load_dataset("tiny@20")[0], Xs)
+    np.testing.assert_array_equal(load_dataset("tiny")[0], X)
+
+
 def test_prior_accuracy_fixed_weights_fit_simplemkl_once_per_split():
     """The ``simplemkl_weights`` settings fit BM3KL to SimpleMKL's combined kernel: the unit
     records SimpleMKL's weights (a point of the 16-kernel simplex) and its options verbatim (the
