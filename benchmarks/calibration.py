@@ -72,7 +72,13 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
-from _resume import UnitStore, add_merge_argument, eta_row, tiny_data, write_atomic  # noqa: E402
+from _resume import (  # noqa: E402
+    UnitStore,
+    add_merge_argument,
+    eta_row,
+    load_dataset,
+    write_atomic,
+)
 
 DATASETS = ("sonar", "liver", "ionosphere", "pima", "breast", "heart", "wine", "glass")
 METHODS = ("BM3KL", "BM3KL raw", "BM3KL psis", "BM3KL paper", "BEMKL", "BM3KLMAP", "SVC", "GPC")
@@ -469,7 +475,7 @@ def main(argv=None) -> int:
     import jax
     from sklearn.model_selection import StratifiedShuffleSplit
 
-    from bayesmkl.datasets import find_uci_dir, load_uci
+    from bayesmkl.datasets import find_uci_dir
     from bayesmkl.estimator import enable_compilation_cache
 
     enable_compilation_cache()
@@ -508,7 +514,7 @@ def main(argv=None) -> int:
                 for k in range(args.splits)]  # fmt: skip
         if compute and not all(store.done(key) for row in keys for key in row):
             try:  # the data only when a unit is still to do
-                X, y = tiny_data() if ds == "tiny" else load_uci(ds)
+                X, y = load_dataset(ds)
             except FileNotFoundError as exc:
                 print(f"skipping {ds}: {exc}")
                 continue
