@@ -138,14 +138,21 @@ def reference_splits(path: Path) -> dict:
         return {}
 
 
-def summarise(units: dict, datasets, variants, splits: int, ref: dict) -> dict:
+def summarise(units: dict, datasets, variants, splits: int, ref: dict, paired_with=None) -> dict:
+    """Per data set and setting: means over its finished splits and, paired split by split,
+    the differences from the reference's default BM3KL (or from the setting ``paired_with``)."""
     out = {}
     for name in variants:
         for ds, us in finished_splits(units, datasets, splits, label=name):
             row = {"n_splits": len(us), "converged": sum(u["converged"] for u in us),
                    "fit_s": float(np.mean([u["fit_s"] for u in us]))}  # fmt: skip
             row.update({k: float(np.mean([u[k] for u in us])) for k in KEYS})
-            base = ref.get(ds, {}).get("BM3KL", [])[: len(us)]
+            if paired_with is None:
+                base = ref.get(ds, {}).get("BM3KL", [])[: len(us)]
+            else:
+                done = [k for k in range(splits) if f"{name} | {ds} | split {k}" in units]
+                keys = [f"{paired_with} | {ds} | split {k}" for k in done]
+                base = [units[k]["result"] for k in keys if k in units]  # the same splits
             if len(base) == len(us):  # paired with calibration.py's default on the same splits
                 row.update({f"d_{k}": mean_se([u[k] - b[k] for u, b in zip(us, base, strict=True)])
                             for k in KEYS})  # fmt: skip
@@ -159,13 +166,20 @@ def best_method(ref_ds: dict) -> tuple[str, float] | None:
     return max(means.items(), key=lambda kv: kv[1]) if means else None
 
 
-def write_markdown(summary: dict, ref: dict, path: Path, splits: int, commits=()) -> None:
+def write_markdown(
+    summary: dict, ref: dict, path: Path, splits: int, commits=(), paired_with=None
+) -> None:
     lines = [
         "# Prior settings against BM3KL's accuracy gaps (issue 22)",
         "",
         "Default `BM3KLClassifier` with one hyper-parameter changed, on `calibration.py`'s "
         f"splits and seeds ({splits} stratified 70/30 splits). Means over splits; Δ: minus "
-        "`calibration.json`'s default BM3KL on the same split, mean (SE) over splits. "
+        + (
+            "`calibration.json`'s default BM3KL"
+            if paired_with is None
+            else f"the setting `{paired_with}`"
+        )
+        + " on the same split, mean (SE) over splits. "
         "`best`: the most accurate method of `calibration.json` and its accuracy; `≥ best − 2`: "
         "issue 22's accuracy line. Package commit(s) of the units: "
         + (", ".join(sorted(c[:7] for c in commits)) or "–")
@@ -207,6 +221,11 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--reference", default=str(RESULTS / "calibration.json"))
     p.add_argument("--out", default=str(RESULTS / "prior_accuracy"))
+    p.add_argument(
+        "--paired-with",
+        default=None,
+        help="a setting to pair the Δ columns with (default: the reference's BM3KL)",
+    )
     p.add_argument("--fresh", action="store_true")
     add_merge_argument(p)
     args = p.parse_args(argv)
@@ -233,10 +252,11 @@ def main(argv=None) -> int:
     names = sorted(names, key=list(VARIANTS).index)
 
     def publish():
-        summary = summarise(store.units, datasets, names, args.splits, ref)
+        summary = summarise(store.units, datasets, names, args.splits, ref, args.paired_with)
         store.save(summary=summary, reference=Path(args.reference).name)
         commits = {u["commit"] for u in store.units.values()}
-        write_markdown(summary, ref, out.with_suffix(".md"), args.splits, commits)
+        write_markdown(summary, ref, out.with_suffix(".md"), args.splits, commits,
+                       args.paired_with)  # fmt: skip
 
     for name in variants:
         compute = functools.partial(unit, options=VARIANTS[name])

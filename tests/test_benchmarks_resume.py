@@ -553,6 +553,24 @@ def test_load_dataset_subsamples_each_class_equally():
     np.testing.assert_array_equal(load_dataset("tiny")[0], X)
 
 
+def test_prior_accuracy_pairs_a_setting_with_another_split_by_split():
+    """``--paired-with``: Δ is the setting minus the other setting on the same splits (a split
+    the other lacks leaves the Δ columns out rather than pairing different splits)."""
+    import prior_accuracy
+
+    def u(acc):
+        return {"result": {"acc": acc, "logloss": 1 - acc, "ece": 0.1, "fit_s": 1.0,
+                           "converged": True}}  # fmt: skip
+
+    units = {"a | s | split 0": u(0.8), "a | s | split 1": u(0.9),
+             "b | s | split 0": u(0.7), "b | s | split 1": u(0.6)}  # fmt: skip
+    out = prior_accuracy.summarise(units, ["s"], ["a", "b"], 2, {}, paired_with="b")
+    assert out["s"]["a"]["d_acc"][0] == pytest.approx(0.2)  # (0.1 + 0.3) / 2
+    assert out["s"]["b"]["d_acc"] == [0.0, 0.0]
+    del units["b | s | split 1"]
+    assert "d_acc" not in prior_accuracy.summarise(units, ["s"], ["a"], 2, {}, "b")["s"]["a"]
+
+
 def test_prior_accuracy_fixed_weights_fit_simplemkl_once_per_split():
     """The ``simplemkl_weights`` settings fit BM3KL to SimpleMKL's combined kernel: the unit
     records SimpleMKL's weights (a point of the 16-kernel simplex) and its options verbatim (the
