@@ -167,20 +167,21 @@ def best_method(ref_ds: dict) -> tuple[str, float] | None:
 
 
 def write_markdown(
-    summary: dict, ref: dict, path: Path, splits: int, commits=(), paired_with=None
-) -> None:
+    summary: dict, ref: dict, path: Path, splits: int, commits=(), paired_with=None,
+    ref_name: str = "calibration.json",
+) -> None:  # fmt: skip
     lines = [
         "# Prior settings against BM3KL's accuracy gaps (issue 22)",
         "",
         "Default `BM3KLClassifier` with one hyper-parameter changed, on `calibration.py`'s "
         f"splits and seeds ({splits} stratified 70/30 splits). Means over splits; Δ: minus "
         + (
-            "`calibration.json`'s default BM3KL"
+            f"`{ref_name}`'s default BM3KL"
             if paired_with is None
             else f"the setting `{paired_with}`"
         )
         + " on the same split, mean (SE) over splits. "
-        "`best`: the most accurate method of `calibration.json` and its accuracy; `≥ best − 2`: "
+        f"`best`: the most accurate method of `{ref_name}` and its accuracy; `≥ best − 2`: "
         "issue 22's accuracy line. Package commit(s) of the units: "
         + (", ".join(sorted(c[:7] for c in commits)) or "–")
         + " (the reference's default may come from another commit: see its units).",
@@ -256,7 +257,7 @@ def main(argv=None) -> int:
         store.save(summary=summary, reference=Path(args.reference).name)
         commits = {u["commit"] for u in store.units.values()}
         write_markdown(summary, ref, out.with_suffix(".md"), args.splits, commits,
-                       args.paired_with)  # fmt: skip
+                       args.paired_with, Path(args.reference).name)  # fmt: skip
 
     for name in variants:
         compute = functools.partial(unit, options=VARIANTS[name])
