@@ -328,6 +328,8 @@ def load_dataset(name: str):
         return X, y
     classes = np.unique(y)
     per_class = int(size) // len(classes)
+    if per_class < 1:
+        raise ValueError(f"{name}: fewer rows than the {len(classes)} classes")
     rng = np.random.default_rng(0)
     idx = np.sort(np.concatenate([rng.choice(np.flatnonzero(y == k), per_class, replace=False)
                                   for k in classes]))  # fmt: skip

@@ -18,9 +18,11 @@ with w sampled. ``centered_pool`` keeps the BSVM-16 pool but centres each kernel
 space before its unit-diagonal normalisation (``KernelPool(center=True)``): a wide Gaussian is
 nearly constant, so under the weight-space prior ``f = K_w a`` its decision values have about N
 times the prior variance of a narrow one's, a pull towards the widest kernels that centring
-removes (the bias then carries the offset). The ``max_time=600`` settings are for sets whose
-default fit runs for hours, e.g. ``--datasets mfeat-fou@500`` (the 10-class set of
-``stress.py``; no ``calibration.json`` reference, so no Δ columns).
+mostly removes (the bias then carries the offset). The ``max_time=600`` settings are for sets
+whose default fit runs for hours, e.g. ``--datasets mfeat-fou@500`` (the 10-class set of
+``stress.py``), which has no default BM3KL in ``calibration.json``: ``--paired-with
+max_time=600`` pairs the Δ columns with that setting, and ``--reference`` can name a
+``calibration.py`` run on the same splits (``calibration_mfeat.json``) for the best method.
 
 Usage::
 
@@ -153,7 +155,7 @@ def summarise(units: dict, datasets, variants, splits: int, ref: dict, paired_wi
                 done = [k for k in range(splits) if f"{name} | {ds} | split {k}" in units]
                 keys = [f"{paired_with} | {ds} | split {k}" for k in done]
                 base = [units[k]["result"] for k in keys if k in units]  # the same splits
-            if len(base) == len(us):  # paired with calibration.py's default on the same splits
+            if len(base) == len(us):  # a baseline on each of the same splits
                 row.update({f"d_{k}": mean_se([u[k] - b[k] for u, b in zip(us, base, strict=True)])
                             for k in KEYS})  # fmt: skip
             out.setdefault(ds, {})[name] = row

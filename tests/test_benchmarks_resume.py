@@ -551,6 +551,8 @@ def test_load_dataset_subsamples_each_class_equally():
     np.testing.assert_array_equal(y[rows], ys)
     np.testing.assert_array_equal(load_dataset("tiny@20")[0], Xs)
     np.testing.assert_array_equal(load_dataset("tiny")[0], X)
+    with pytest.raises(ValueError, match="fewer rows than the 2 classes"):
+        load_dataset("tiny@1")
 
 
 def test_prior_accuracy_pairs_a_setting_with_another_split_by_split():
