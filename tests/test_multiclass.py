@@ -14,6 +14,7 @@ from sklearn.datasets import load_wine
 from sklearn.model_selection import train_test_split
 
 from bayesmkl import BM3KLClassifier, KernelPool
+from bayesmkl._fitting import validate_fit_input
 
 # calibration=None: these tests check the sampler and the raw rule on 182 kernels; the calibrated
 # multiclass path (three extra fits) is tested in test_calibration.py.
@@ -26,6 +27,37 @@ WINE = dict(
     random_state=0,
     progress_bar=False,
 )
+
+
+@pytest.mark.parametrize(
+    "n_classes, options, centred",
+    [
+        (3, {}, True),
+        (2, {}, False),
+        (2, {"binary_mode": "ova"}, True),
+        (3, {"prior": "paper"}, False),
+        (3, {"kernels": "simplemkl"}, False),
+        (3, {"kernels": KernelPool.bsvm16()}, False),
+        (2, {"kernels": KernelPool.bsvm16(center=True)}, True),
+    ],
+)
+def test_default_pool_is_centred_for_one_vs_all_fits(n_classes, options, centred):
+    """fit centres the named "bsvm16" pool for C >= 2 one-vs-all classifiers under the default
+    prior (mfeat's accuracy gap, ``_fitting.centres_pool``), and nothing else: a binary single
+    classifier, the paper's preset, the "simplemkl" pool and a user's pool keep their kernels."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 4))
+    y = np.arange(30) % n_classes
+    est = BM3KLClassifier(**options)
+    kin, K, *_ = validate_fit_input(est, X, y)
+    assert kin.pool.center is centred
+    kernels = options.get("kernels", "bsvm16")
+    if not isinstance(kernels, KernelPool):
+        kernels = getattr(KernelPool, kernels)(center=centred)
+    np.testing.assert_allclose(K, kernels.fit(X).train_kernels(), rtol=0, atol=1e-12)
+    if centred:  # centring removed the constant mode of the widest Gaussian (σ = 64)
+        plain = KernelPool.bsvm16().fit(X).train_kernels()[12]
+        assert plain.min() > 0.99 and abs(K[12].mean()) < 0.05
 
 
 def _split(X, y):

@@ -24,8 +24,11 @@ from bayesmkl.kernels.pool import KernelPool, validate_precomputed
 NAMED_POOLS = ("bsvm16", "simplemkl")
 
 
-def resolve_kernels(kernels) -> KernelPool | None:
+def resolve_kernels(kernels, *, center: bool = False) -> KernelPool | None:
     """Return a fresh, unfitted pool for ``kernels``, or ``None`` for ``"precomputed"``.
+
+    ``center=True`` builds a named pool centred in feature space (``KernelPool(center=True)``);
+    a user's :class:`KernelPool` keeps its own setting, and precomputed kernels are left alone.
 
     Raises
     ------
@@ -38,7 +41,7 @@ def resolve_kernels(kernels) -> KernelPool | None:
         if kernels == "precomputed":
             return None
         if kernels in NAMED_POOLS:
-            return getattr(KernelPool, kernels)()
+            return getattr(KernelPool, kernels)(center=bool(center))
     raise ValueError(
         f"kernels={kernels!r} is not understood: use one of {NAMED_POOLS + ('precomputed',)} "
         "or a bayesmkl.KernelPool"
@@ -68,7 +71,7 @@ class KernelInput:
 
     @classmethod
     def fit(
-        cls, kernels, X, *, dtype=None, kernel_names=None, feature_names=None
+        cls, kernels, X, *, dtype=None, kernel_names=None, feature_names=None, center=False
     ) -> tuple[KernelInput, np.ndarray]:
         """Resolve ``kernels``, build the training kernels from ``X``; return ``(input, K)``.
 
@@ -78,8 +81,9 @@ class KernelInput:
         kernels itself, so giving names with a pool is an error. ``feature_names`` (an
         estimator's ``feature_names_in_``, when ``X`` has become an array) or a DataFrame's
         string columns name a pool's single-column kernels, e.g. ``gauss(s=1)[age]``.
+        ``center=True`` centres a named pool (:func:`resolve_kernels`).
         """
-        pool = resolve_kernels(kernels)
+        pool = resolve_kernels(kernels, center=center)
         if pool is None:
             K, names = validate_precomputed(X, kernel_names)
         elif kernel_names is not None:
