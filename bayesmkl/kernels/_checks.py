@@ -14,6 +14,7 @@ __all__ = [
     "check_X",
     "feature_names_of",
     "check_finite_kernels",
+    "spec_columns",
     "check_gram",
     "check_kernel_memory",
     "check_poly_offset",
@@ -171,12 +172,27 @@ def check_standardisation(X: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> No
         )
 
 
-def check_finite_kernels(out: np.ndarray, Xrows: np.ndarray, specs, what: str) -> None:
-    """Refuse kernel values that are NaN or infinite (features too large for a kernel)."""
+def spec_columns(X: np.ndarray, spec) -> np.ndarray:
+    """The columns of ``X`` a (non-template) :class:`KernelSpec` reads."""
+    return X if spec.features == "all" else X[:, list(spec.features)]
+
+
+def check_finite_kernels(
+    out: np.ndarray, Xrows: np.ndarray, specs, what: str, *, center: bool = False
+) -> None:
+    """Refuse kernel values that are NaN or infinite: features too large for a kernel, or (with
+    ``center``) a kernel whose features are constant on the training rows, which centring
+    makes zero and the unit-diagonal normalisation then 0/0."""
     for m in range(out.shape[0]):
         finite = np.isfinite(out[m])
         if finite.all():
             continue
+        if center and what == "training" and not np.ptp(spec_columns(Xrows, specs[m]), 0).any():
+            raise ValueError(
+                f"kernel {m} '{specs[m].name}' reads features that are constant on the training "
+                "rows, so centring it (center=True) leaves zero: it carries no information. "
+                "Drop the constant feature(s), or pass an uncentred KernelPool (center=False)."
+            )
         r = int(np.flatnonzero(~finite.all(axis=1))[0])
         c = int(np.argmax(np.abs(Xrows[r]))) if Xrows.shape[1] else 0
         n_bad = int((~finite.all(axis=1)).sum())

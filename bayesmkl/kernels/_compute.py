@@ -29,6 +29,7 @@ from bayesmkl.kernels._checks import (
     check_kernel_memory,
     check_psd,
     check_standardisation,
+    spec_columns,
 )
 from bayesmkl.kernels.spec import KernelSpec
 
@@ -188,11 +189,6 @@ def _preprocess(K, dA, dB, row_means, grand_means, *, center, normalize):
     return K
 
 
-def _cols(X: np.ndarray, s: KernelSpec) -> np.ndarray:
-    """The columns of ``X`` a (non-template) spec reads."""
-    return X if s.features == "all" else X[:, list(s.features)]
-
-
 def _bucket(n: int) -> int:
     """Next power of two >= n (column counts are padded to it to share compiled shapes)."""
     return 1 << max(0, (n - 1).bit_length())
@@ -310,7 +306,7 @@ def compute_kernels(
             if center:
                 stats = (row_means[i][None], grand_means[i][None])
             out[i] = custom_kernel(s, Xrows, Xfit, *stats, center=center, normalize=normalize)
-    check_finite_kernels(out, Xrows, specs, what)
+    check_finite_kernels(out, Xrows, specs, what, center=center)
     return out
 
 
@@ -319,7 +315,7 @@ def custom_kernel(
 ) -> np.ndarray:
     """Kernel ``(M, N)`` of custom spec ``s``, preprocessed in float64 (``row_means: (1, N)``
     and ``grand_means: (1,)`` are its training centring statistics, or ``None``)."""
-    A, B = _cols(Xrows, s), _cols(Xfit, s)
+    A, B = spec_columns(Xrows, s), spec_columns(Xfit, s)
     parts = s.custom_parts()
     K = custom.evaluate(*parts, A, B, name=s.name)[None]
     if normalize:
@@ -351,7 +347,11 @@ def training_row_means(
     for i, s in enumerate(specs):
         if s.is_custom:
             Ktr = custom.evaluate(
-                *s.custom_parts(), _cols(Xs, s), _cols(Xs, s), name=s.name, symmetric=True
+                *s.custom_parts(),
+                spec_columns(Xs, s),
+                spec_columns(Xs, s),
+                name=s.name,
+                symmetric=True,
             )
             check_psd(Ktr, f"kernel '{s.name}' on the training data", PSD_RTOL["float64"])
             if not np.any(np.diag(Ktr)):  # PSD with a zero diagonal: zero everywhere

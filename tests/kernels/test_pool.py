@@ -217,6 +217,20 @@ def test_centering(data, raw_simplemkl, normalize):
     np.testing.assert_allclose(pool.cross_kernels(Xte) / scale, ref / scale, rtol=0, atol=1e-12)
 
 
+def test_centring_a_kernel_on_constant_features_is_refused_by_name():
+    """Centred, a kernel on a feature constant over the training rows is zero and its unit
+    diagonal 0/0; that was reported as features 'too large for this kernel'."""
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    X[:, 1] = 5.0
+    KernelPool.simplemkl().fit(X).train_kernels()  # uncentred: a constant kernel, no error
+    with pytest.raises(ValueError, match=r"'gauss\(s=0.125\)\[x1\]' reads features that are "
+                       "constant on the training rows"):  # fmt: skip
+        KernelPool.simplemkl(center=True).fit(X).train_kernels()
+    with pytest.raises(ValueError, match="constant on the training rows"):
+        KernelPool.bsvm16(center=True).fit(np.ones((6, 3))).train_kernels()
+    KernelPool.bsvm16(center=True).fit(X).train_kernels()  # the other features vary
+
+
 def test_float32_storage(data, simplemkl_fitted):
     Xtr, Xte = data
     _, K64, Kx64 = simplemkl_fitted
