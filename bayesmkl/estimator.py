@@ -1,14 +1,13 @@
 """``BM3KLClassifier``: a scikit-learn classifier around the BM3KL Gibbs sampler.
 
 The estimator is a thin shell: :class:`~bayesmkl.kernels.input.KernelInput` builds the training
-kernels ``K: (P, N, N)``, :func:`~bayesmkl.model.signed_targets` the ±1 targets
-``delta: (C, N)``, :class:`~bayesmkl.inference.sampler.BM3KL` (run by NumPyro's ``MCMC``) draws
-``(e, w, a, b, λ, ν, ς)``, and :mod:`bayesmkl.predict` turns draws and test kernels
-``(P, M, N)`` into decision values and probabilities. Prediction, the
-calibration map and the DataTree are :class:`~bayesmkl._posterior.PosteriorMixin`; seeds, the
-compilation cache, validation and the run-length monitor :mod:`bayesmkl._fitting`. ArviZ output
-lives in :mod:`bayesmkl.diagnostics`, figures in :mod:`bayesmkl.plots`, files in
-:mod:`bayesmkl.io`.
+kernels ``K: (P, N, N)``, :func:`~bayesmkl.model.signed_targets` the ±1 targets ``delta: (C, N)``,
+:class:`~bayesmkl.inference.sampler.BM3KL` (run by NumPyro's ``MCMC``) draws
+``(e, w, a, b, λ, ν, ς)``, and :mod:`bayesmkl.predict` turns draws and test kernels ``(P, M, N)``
+into decision values and probabilities. Prediction, the calibration map and the DataTree are
+:class:`~bayesmkl._posterior.PosteriorMixin`; seeds, the compilation cache, validation and the
+run-length monitor :mod:`bayesmkl._fitting`. ArviZ output lives in :mod:`bayesmkl.diagnostics`,
+figures in :mod:`bayesmkl.plots`, files in :mod:`bayesmkl.io`.
 """
 
 from __future__ import annotations
@@ -72,9 +71,12 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         Base kernels. ``"bsvm16"``: 13 Gaussians σ ∈ {2^-6 … 2^6} and polynomials of degree
         1–3 on all (standardised) features (paper Table 2). ``"simplemkl"``: Gaussians
         σ ∈ {2^-3 … 2^6} and polynomials 1–3 on all features and on each single feature,
-        13 (d + 1) kernels (paper Table 3). A :class:`~bayesmkl.KernelPool` is copied and
-        fitted. ``"precomputed"``: ``fit(K, y)`` takes Gram matrices ``(P, N, N)`` and
-        ``predict(K_test)`` takes ``(P, M, N)``.
+        13 (d + 1) kernels (paper Table 3). With C ≥ 2 one-vs-all classifiers (three or more
+        classes, or ``binary_mode="ova"``) and the default prior, ``"bsvm16"`` is centred in
+        feature space: uncentred, its near-constant wide Gaussians carry the offsets and the fit
+        underfits (``KernelPool.bsvm16()`` keeps it uncentred). A :class:`~bayesmkl.KernelPool`
+        is copied and fitted as given. ``"precomputed"``: ``fit(K, y)`` takes Gram matrices
+        ``(P, N, N)`` and ``predict(K_test)`` takes ``(P, M, N)``.
     prior : {"default", "paper"}, default="default"
         The named set of hyper-parameters (:data:`bayesmkl.model.PRIORS`) from which every
         hyper-parameter left at ``None`` below is taken: ``"default"`` (η = 2, α_a = 1, β_a = 1,
@@ -304,9 +306,7 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         """Validated ``(kernel input, K (P, N, N), classes, codes, y)``; sets ``n_features_in_``."""
         return validate_fit_input(self, X, y)
 
-    # ------------------------------------------------------------------------------------
-    # fit
-    # ------------------------------------------------------------------------------------
+    # fit ----------------------------------------------------------------------------------
 
     @with_x64
     def fit(self, X, y, sample_weight=None):
