@@ -269,7 +269,7 @@ def centres_pool(est, n_classes: int) -> bool:
     the default prior, with C ≥ 2 one-vs-all classifiers (three or more classes, or
     ``binary_mode="ova"``).
 
-    Why (``benchmarks/results/prior_accuracy_mfeat*.md``, ``prior_accuracy.md``). Under
+    Why (docs/math.md §7.2; ``benchmarks/results/prior_accuracy*.md``). Under
     f = K_w a with a ~ N(0, ν), a kernel's prior variance of f at x is Σ_i K(x, x_i)²: on mfeat's
     standardised features 337 for the widest Gaussian (σ = 64, nearly constant, so ≈ N) against
     15 centred. One-vs-all classifiers (nine negatives per positive on 10 classes) need large
