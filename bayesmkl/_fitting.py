@@ -266,8 +266,7 @@ def fit_kernel_input(est, Xk, *, center=False):
 
 def centres_pool(est, n_classes: int) -> bool:
     """Whether ``fit`` centres the kernels in feature space: the named pool ``"bsvm16"`` under
-    the default prior, with C ≥ 2 one-vs-all classifiers (three or more classes, or
-    ``binary_mode="ova"``).
+    the default prior, with three or more classes (C ≥ 3 one-vs-all classifiers).
 
     Why (docs/math.md §7.2; ``benchmarks/results/prior_accuracy*.md``). Under
     f = K_w a with a ~ N(0, ν), a kernel's prior variance of f at x is Σ_i K(x, x_i)²: on mfeat's
@@ -276,12 +275,12 @@ def centres_pool(est, n_classes: int) -> bool:
     offsets; the uncentred posterior carried them with that kernel (0.91 of the weight) and
     underfit, while centred the bias carries them: on mfeat-fou (500 points, 10 classes) test
     accuracy +5.0 points and log-loss −0.148, glass log-loss −0.033. On binary sets centring
-    raised sonar's and heart's log-loss by 0.03, so a single binary classifier is not centred;
-    nor is the paper's preset, which reproduces the paper's set-up.
+    raised sonar's and heart's log-loss by 0.03, so two classes are not centred (in either
+    ``binary_mode``: the two one-vs-all problems of ``"ova"`` are one problem mirrored); nor is
+    the paper's preset, which reproduces the paper's set-up.
     """
-    one_vs_all = n_classes > 2 or est.binary_mode == "ova"
     named = isinstance(est.kernels, str) and est.kernels == "bsvm16"
-    return named and one_vs_all and est.prior == "default"
+    return named and n_classes > 2 and est.prior == "default"
 
 
 def validate_fit_input(est, X, y):

@@ -68,15 +68,14 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
     Parameters
     ----------
     kernels : {"bsvm16", "simplemkl", "precomputed"} or KernelPool, default="bsvm16"
-        Base kernels. ``"bsvm16"``: 13 Gaussians σ ∈ {2^-6 … 2^6} and polynomials of degree
-        1–3 on all (standardised) features (paper Table 2). ``"simplemkl"``: Gaussians
-        σ ∈ {2^-3 … 2^6} and polynomials 1–3 on all features and on each single feature,
-        13 (d + 1) kernels (paper Table 3). With C ≥ 2 one-vs-all classifiers (three or more
-        classes, or ``binary_mode="ova"``) and the default prior, ``"bsvm16"`` is centred in
-        feature space: uncentred, its near-constant wide Gaussians carry the offsets and the fit
-        underfits (``KernelPool.bsvm16()`` keeps it uncentred). A :class:`~bayesmkl.KernelPool`
-        is copied and fitted as given. ``"precomputed"``: ``fit(K, y)`` takes Gram matrices
-        ``(P, N, N)`` and ``predict(K_test)`` takes ``(P, M, N)``.
+        Base kernels. ``"bsvm16"``: 13 Gaussians σ ∈ {2^-6 … 2^6} and polynomials of degree 1–3 on
+        all (standardised) features (paper Table 2). ``"simplemkl"``: Gaussians σ ∈ {2^-3 … 2^6}
+        and polynomials 1–3 on all features and on each single feature, 13 (d + 1) kernels (paper
+        Table 3). With three or more classes and the default prior, ``"bsvm16"`` is centred in
+        feature space (``KernelPool(center=True)``): uncentred, its near-constant wide Gaussians
+        carry the offsets and the fit underfits (``KernelPool.bsvm16()`` keeps it uncentred). A
+        :class:`~bayesmkl.KernelPool` is copied and fitted as given. ``"precomputed"``:
+        ``fit(K, y)`` takes Gram matrices ``(P, N, N)`` and ``predict(K_test)`` takes ``(P, M, N)``.
     prior : {"default", "paper"}, default="default"
         The named set of hyper-parameters (:data:`bayesmkl.model.PRIORS`) from which every
         hyper-parameter left at ``None`` below is taken: ``"default"`` (η = 2, α_a = 1, β_a = 1,

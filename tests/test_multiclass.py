@@ -34,7 +34,7 @@ WINE = dict(
     [
         (3, {}, True),
         (2, {}, False),
-        (2, {"binary_mode": "ova"}, True),
+        (2, {"binary_mode": "ova"}, False),
         (3, {"prior": "paper"}, False),
         (3, {"kernels": "simplemkl"}, False),
         (3, {"kernels": KernelPool.bsvm16()}, False),
@@ -42,9 +42,9 @@ WINE = dict(
     ],
 )
 def test_default_pool_is_centred_for_one_vs_all_fits(n_classes, options, centred):
-    """fit centres the named "bsvm16" pool for C >= 2 one-vs-all classifiers under the default
-    prior (mfeat's accuracy gap, ``_fitting.centres_pool``), and nothing else: a binary single
-    classifier, the paper's preset, the "simplemkl" pool and a user's pool keep their kernels."""
+    """fit centres the named "bsvm16" pool for three or more classes under the default prior
+    (mfeat's accuracy gap, ``_fitting.centres_pool``), and nothing else: two classes (either
+    binary_mode), the paper's preset, the "simplemkl" pool and a user's pool keep their kernels."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(30, 4))
     y = np.arange(30) % n_classes
