@@ -87,7 +87,7 @@ def test_precomputed_round_trip(data, tmp_path):
 
 
 def test_multiclass_per_class_map_round_trip(tmp_path):
-    """The per-class calibration map (tuples of floats) survives the JSON attribute."""
+    """The per-class calibration map (tuples of floats) and the centred pool survive the file."""
     from sklearn.datasets import load_wine
 
     X, y = load_wine(return_X_y=True)
@@ -98,6 +98,7 @@ def test_multiclass_per_class_map_round_trip(tmp_path):
     clf.save(tmp_path / "mc.nc")
     back = load(tmp_path / "mc.nc")
     assert back.calibrator_ == clf.calibrator_
+    assert back.kernel_input_.pool.center  # three classes: the default pool was centred
     np.testing.assert_array_equal(back.predict_proba(X[te]), clf.predict_proba(X[te]))
 
 
