@@ -346,13 +346,8 @@ def training_row_means(
             row_means[idx] = res.mean(axis=2)
     for i, s in enumerate(specs):
         if s.is_custom:
-            Ktr = custom.evaluate(
-                *s.custom_parts(),
-                spec_columns(Xs, s),
-                spec_columns(Xs, s),
-                name=s.name,
-                symmetric=True,
-            )
+            cols = spec_columns(Xs, s)
+            Ktr = custom.evaluate(*s.custom_parts(), cols, cols, name=s.name, symmetric=True)
             check_psd(Ktr, f"kernel '{s.name}' on the training data", PSD_RTOL["float64"])
             if not np.any(np.diag(Ktr)):  # PSD with a zero diagonal: zero everywhere
                 raise ValueError(
