@@ -41,7 +41,7 @@ WINE = dict(
         (2, {"kernels": KernelPool.bsvm16(center=True)}, True),
     ],
 )
-def test_default_pool_is_centred_for_one_vs_all_fits(n_classes, options, centred):
+def test_default_pool_is_centred_for_three_or_more_classes(n_classes, options, centred):
     """fit centres the named "bsvm16" pool for three or more classes under the default prior
     (mfeat's accuracy gap, ``_fitting.centres_pool``), and nothing else: two classes (either
     binary_mode), the paper's preset, the "simplemkl" pool and a user's pool keep their kernels."""
