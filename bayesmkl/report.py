@@ -10,6 +10,7 @@ import numpy as np
 
 __all__ = [
     "fit_and_report",
+    "kernels_phrase",
     "metrics",
     "print_diagnostics",
     "print_metrics",
@@ -132,6 +133,14 @@ def write_figures(clf, out: Path, y_test=None, proba=None) -> list[Path]:
     return paths
 
 
+def kernels_phrase(clf) -> str:
+    """``"16 kernels"``, or ``"16 centred kernels"`` when the fit centred its pool (the default
+    does for three or more classes, which a user comparing with a binary fit should be told)."""
+    pool = getattr(getattr(clf, "kernel_input_", None), "pool", None)
+    centred = "centred " if getattr(pool, "center", False) else ""
+    return f"{len(clf.kernel_names_)} {centred}kernels"
+
+
 def fit_and_report(clf, X_tr, y_tr, X_te, y_te, out: Path, stem: str) -> None:
     """Fit ``clf``, print metrics on the test split (when given), weights and diagnostics,
     and write the figures and ``out/stem.nc``."""
@@ -140,10 +149,7 @@ def fit_and_report(clf, X_tr, y_tr, X_te, y_te, out: Path, stem: str) -> None:
     dt = time.perf_counter() - t0
     regression = not hasattr(clf, "classes_")
     what = "a regression" if regression else f"{len(clf.classes_)} classes"
-    print(
-        f"fitted BM3KL on {X_tr.shape[0]} points, {len(clf.kernel_names_)} kernels, "
-        f"{what} in {dt:.1f} s"
-    )
+    print(f"fitted BM3KL on {X_tr.shape[0]} points, {kernels_phrase(clf)}, {what} in {dt:.1f} s")
     proba = None
     if X_te is not None and regression:
         print()

@@ -5,13 +5,16 @@ from __future__ import annotations
 import csv
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from test_estimator import SMALL, small_data
 
 from bayesmkl import BM3KLClassifier
+from bayesmkl._fitting import validate_fit_input
 from bayesmkl.cli import main, read_csv
+from bayesmkl.report import kernels_phrase
 
 
 def _write_csv(path, X, y=None, header=True):
@@ -123,6 +126,15 @@ def test_fit_predict_round_trip(tmp_path, capsys):
     rc = main(["predict", str(tmp_path / "m" / "model.nc"), str(tmp_path / "test.csv")])
     assert rc == 2
     assert "--has-label" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("n_classes", "phrase"), [(3, "16 centred kernels"), (2, "16 kernels")])
+def test_fit_summary_says_when_the_pool_was_centred(n_classes, phrase):
+    """The command's first line after a fit names a centred pool (the default's for three or
+    more classes), so that weights unlike a binary fit's are not a surprise."""
+    X = np.random.default_rng(0).normal(size=(30, 4))
+    kin, *_ = validate_fit_input(BM3KLClassifier(), X, np.arange(30) % n_classes)
+    assert kernels_phrase(SimpleNamespace(kernel_input_=kin, kernel_names_=["k"] * 16)) == phrase
 
 
 @pytest.mark.parametrize(
