@@ -15,9 +15,19 @@ NumPyro kernel :class:`bayesmkl.inference.BM3KL` (or :mod:`bayesmkl.random`,
 :mod:`bayesmkl._x64` for where float32 is allowed and why float64 is required elsewhere.
 """
 
+import importlib as _importlib
+import warnings as _warnings
 from typing import TYPE_CHECKING
 
 from bayesmkl._version import __version__
+
+with _warnings.catch_warnings():
+    # NumPyro imports tqdm.auto, which in a Jupyter kernel without ipywidgets warns "IProgress
+    # not found" from inside tqdm and falls back to text bars (the bars `progress_bar=True`
+    # shows anyway). Importing it first, here and quietly, keeps that warning off every notebook
+    # that uses bayesmkl; later imports of tqdm.auto find the module loaded and do not warn.
+    _warnings.filterwarnings("ignore", message="IProgress not found")
+    _importlib.import_module("tqdm.auto")
 
 if TYPE_CHECKING:  # static analysers (jedi, pyright, mypy) cannot see through __getattr__
     from bayesmkl._checks import (
@@ -53,8 +63,6 @@ __all__ = [
 def __getattr__(name):
     # Lazy attribute access keeps `import bayesmkl` cheap and free of import cycles.
     if name in _LAZY:
-        import importlib
-
         module, attr = _LAZY[name]
-        return getattr(importlib.import_module(module), attr)
+        return getattr(_importlib.import_module(module), attr)
     raise AttributeError(f"module 'bayesmkl' has no attribute {name!r}")

@@ -178,6 +178,9 @@ def test_notebook_page_shows_its_figures(notebook, site, server, browser):
         assert not broken, f"{notebook.name}: figures that did not load: {broken}"
         errors = page.evaluate("document.querySelectorAll('.cell_output .output.error').length")
         assert errors == 0, f"{notebook.name}: the page shows {errors} error outputs"
+        # NumPyro's tqdm.auto warns in a kernel without ipywidgets unless bayesmkl imported it
+        # first (bayesmkl/__init__.py): noise on every page until it did
+        assert "TqdmWarning" not in page_file.read_text(), f"{notebook.name}: tqdm's warning"
     finally:
         browser.close_page(page)
 
