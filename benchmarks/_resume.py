@@ -31,12 +31,15 @@ __all__ = [
     "STOP_AFTER_ENV",
     "UnitStore",
     "add_merge_argument",
+    "add_sweeps_argument",
     "eta_row",
     "git_commit",
     "load_dataset",
     "mean_se",
     "svc_line",
     "finished_splits",
+    "fixed_run",
+    "with_sweeps",
     "run_split_benchmark",
     "run_split_units",
     "split_arguments",
@@ -234,13 +237,38 @@ def run_split_units(
 def split_arguments(parser, datasets, out) -> None:
     """The options of a benchmark driven by :func:`run_split_benchmark`: ``--datasets``
     (default ``datasets``, comma-separated), ``--splits`` (5), ``--seed`` (0), ``--out``
-    (results path stem, default ``out``), ``--fresh`` and ``--merge``."""
+    (results path stem, default ``out``), ``--fresh``, ``--merge`` and ``--sweeps``."""
     parser.add_argument("--datasets", default=",".join(datasets))
     parser.add_argument("--splits", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(out))
     parser.add_argument("--fresh", action="store_true", help="ignore the units already in the file")
     add_merge_argument(parser)
+    add_sweeps_argument(parser)
+
+
+def add_sweeps_argument(parser) -> None:
+    """``--sweeps N``: BM3KL fits of a fixed N warm-up and N kept sweeps on 2 chains instead of
+    the default run length (:func:`fixed_run`), for smoke runs and the tests."""
+    parser.add_argument(
+        "--sweeps", type=int, default=None, metavar="N",
+        help="BM3KL: N warm-up + N kept sweeps on 2 chains, not the default run length (smoke "
+        "runs; kept in the unit configuration, so never mixed with full runs)",
+    )  # fmt: skip
+
+
+def fixed_run(args) -> dict:
+    """The ``BM3KLClassifier`` options of ``--sweeps``: none (the default estimator's run
+    length), or ``num_warmup = num_samples = N`` on 2 chains."""
+    n = getattr(args, "sweeps", None)
+    return {} if n is None else {"num_warmup": n, "num_samples": n, "num_chains": 2}
+
+
+def with_sweeps(config: dict, args) -> dict:
+    """``config`` with ``"sweeps"`` when ``--sweeps`` was given (absent otherwise, so the unit
+    configuration of a full run is what it was before the option existed)."""
+    n = getattr(args, "sweeps", None)
+    return config if n is None else {**config, "sweeps": n}
 
 
 def run_split_benchmark(args, config: dict, compute, summarise, render) -> int:
@@ -256,7 +284,7 @@ def run_split_benchmark(args, config: dict, compute, summarise, render) -> int:
     enable_compilation_cache()
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     out = Path(args.out)
-    config = {"splits": args.splits, "seed": args.seed, **config}
+    config = with_sweeps({"splits": args.splits, "seed": args.seed, **config}, args)
     store = UnitStore(out.with_suffix(".json"), config, fresh=args.fresh)
     for other in args.merge:
         store.merge(other)

@@ -34,6 +34,7 @@ set × split is one unit, written when it ends; a restart skips finished units.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 import warnings
@@ -47,6 +48,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 from _resume import (  # noqa: E402
     finished_splits,
+    fixed_run,
     run_split_benchmark,
     split_arguments,
     write_atomic,
@@ -77,10 +79,11 @@ def fit_floor_map(F, codes, log_w, t_max):
     return float(T), float(eps), loss
 
 
-def unit(X, y, tr, te, seed):
+def unit(X, y, tr, te, seed, run=None):
     from bayesmkl.calibration import crossfit_decision_draws, fit_calibrator
 
-    clf, fit_s, F, codes, log_w, t_max, Xte, F_te, codes_te = default_fit(X, y, tr, te, seed)
+    fit = default_fit(X, y, tr, te, seed, run)  # the refits below keep its run length
+    clf, fit_s, F, codes, log_w, t_max, Xte, F_te, codes_te = fit
     Xtr, ytr = X[tr], y[tr]
     if len(clf.classes_) != 2:
         raise ValueError("calibration_floor.py takes binary data sets only")
@@ -190,7 +193,8 @@ def main(argv=None) -> int:
     def render(summary, path):
         write_markdown(summary, path, args.splits)
 
-    return run_split_benchmark(args, config, unit, summarise, render)
+    compute = functools.partial(unit, run=fixed_run(args))
+    return run_split_benchmark(args, config, compute, summarise, render)
 
 
 if __name__ == "__main__":

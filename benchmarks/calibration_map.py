@@ -52,6 +52,7 @@ set × split is one unit, written when it ends; a restart skips finished units.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 import warnings
@@ -68,6 +69,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 from _resume import (  # noqa: E402
     finished_splits,
+    fixed_run,
     mean_se,
     run_split_benchmark,
     split_arguments,
@@ -201,13 +203,14 @@ class DefaultFit(NamedTuple):
     codes_te: np.ndarray  #: test label codes (M,)
 
 
-def default_fit(X, y, tr, te, seed) -> DefaultFit:
-    """Fit the default ``BM3KLClassifier`` (``random_state=seed``) on ``X[tr]``, warnings
-    silenced, and draw its PSIS-LOO-weighted training and its test decision values."""
+def default_fit(X, y, tr, te, seed, run=None) -> DefaultFit:
+    """Fit the default ``BM3KLClassifier`` (``random_state=seed``; ``run``: the options of
+    ``--sweeps``, :func:`_resume.fixed_run`) on ``X[tr]``, warnings silenced, and draw its
+    PSIS-LOO-weighted training and its test decision values."""
     from bayesmkl import BM3KLClassifier
 
     Xtr, Xte, ytr, yte = X[tr], X[te], y[tr], y[te]
-    clf = BM3KLClassifier(random_state=seed, progress_bar=False)
+    clf = BM3KLClassifier(random_state=seed, progress_bar=False, **(run or {}))
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -233,8 +236,9 @@ def criterion_lines(summary: dict, columns) -> list[str]:
     ]
 
 
-def unit(X, y, tr, te, seed):
-    clf, fit_s, F, codes, log_w, t_max, Xte, F_te, codes_te = default_fit(X, y, tr, te, seed)
+def unit(X, y, tr, te, seed, run=None):
+    fit = default_fit(X, y, tr, te, seed, run)
+    clf, fit_s, F, codes, log_w, t_max, Xte, F_te, codes_te = fit
     Xtr, ytr = X[tr], y[tr]
     rows, params, check = {}, {}, float("nan")
     for v in VARIANTS:
@@ -372,7 +376,8 @@ def main(argv=None) -> int:
     def render(summary, path):
         write_markdown(summary, path, args.splits)
 
-    return run_split_benchmark(args, {"columns": list(COLUMNS)}, unit, summarise, render)
+    compute = functools.partial(unit, run=fixed_run(args))
+    return run_split_benchmark(args, {"columns": list(COLUMNS)}, compute, summarise, render)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 from _resume import (  # noqa: E402
     finished_splits,
+    fixed_run,
     mean_se,
     run_split_benchmark,
     split_arguments,
@@ -58,13 +59,13 @@ def ece_floor(proba, n_draws: int, seed: int) -> tuple[float, float]:
     return float(eces.mean()), float(eces.std(ddof=1) / np.sqrt(n_draws))
 
 
-def unit(X, y, tr, te, seed, n_draws):
+def unit(X, y, tr, te, seed, n_draws, run=None):
     from bayesmkl import BM3KLClassifier
 
     Xtr, Xte, ytr, yte = X[tr], X[te], y[tr], y[te]
     codes = np.searchsorted(np.unique(ytr), yte)
     t0 = time.perf_counter()
-    clf = BM3KLClassifier(random_state=seed, progress_bar=False)
+    clf = BM3KLClassifier(random_state=seed, progress_bar=False, **(run or {}))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         clf.fit(Xtr, ytr)
@@ -120,7 +121,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     def compute(X, y, tr, te, seed):
-        return unit(X, y, tr, te, seed, args.draws)
+        return unit(X, y, tr, te, seed, args.draws, fixed_run(args))
 
     def render(summary, path):
         write_markdown(summary, path, args.splits, args.draws)

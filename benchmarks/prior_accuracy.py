@@ -58,9 +58,12 @@ sys.path.insert(0, str(HERE))
 from _resume import (  # noqa: E402
     UnitStore,
     add_merge_argument,
+    add_sweeps_argument,
     finished_splits,
+    fixed_run,
     mean_se,
     run_split_units,
+    with_sweeps,
     write_atomic,
 )
 from calibration import metrics, run_info  # noqa: E402
@@ -112,7 +115,7 @@ def simplemkl_fit(X_train, codes, seed: int):
     return _SIMPLEMKL[key]
 
 
-def unit(X, y, tr, te, seed, options):
+def unit(X, y, tr, te, seed, options, run=None):
     from bayesmkl import BM3KLClassifier
 
     opts = dict(options)
@@ -129,7 +132,7 @@ def unit(X, y, tr, te, seed, options):
         Xte = np.tensordot(mu, pool.cross_kernels(X[te]), 1)[None]
         opts["kernels"] = "precomputed"
         extra = {"simplemkl_weights": mu.round(4).tolist(), "simplemkl_C": C}
-    clf = BM3KLClassifier(random_state=seed, progress_bar=False, **opts)
+    clf = BM3KLClassifier(random_state=seed, progress_bar=False, **(run or {}), **opts)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -238,6 +241,7 @@ def main(argv=None) -> int:
     )
     p.add_argument("--fresh", action="store_true")
     add_merge_argument(p)
+    add_sweeps_argument(p)
     args = p.parse_args(argv)
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -248,8 +252,8 @@ def main(argv=None) -> int:
 
     enable_compilation_cache()
     out = Path(args.out)
-    store = UnitStore(out.with_suffix(".json"), {"splits": args.splits, "seed": args.seed},
-                      fresh=args.fresh)  # fmt: skip
+    config = with_sweeps({"splits": args.splits, "seed": args.seed}, args)
+    store = UnitStore(out.with_suffix(".json"), config, fresh=args.fresh)
     for other in args.merge:
         store.merge(other)
     changed = sorted({k.split(" | ")[0] for k, u in store.units.items()
@@ -269,7 +273,7 @@ def main(argv=None) -> int:
                        args.paired_with, Path(args.reference).name)  # fmt: skip
 
     for name in variants:
-        compute = functools.partial(unit, options=VARIANTS[name])
+        compute = functools.partial(unit, options=VARIANTS[name], run=fixed_run(args))
         run_split_units(store, datasets, args.splits, args.seed, compute, publish, label=name)
     publish()
     print(out.with_suffix(".md").read_text())

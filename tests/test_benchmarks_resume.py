@@ -146,13 +146,32 @@ def test_calibration_eta_rows(tmp_path):
 @pytest.mark.parametrize("script", ["calibration_map.py", "ece_floor.py", "calibration_floor.py"])
 def test_split_unit_benchmarks_resume(tmp_path, script):
     """The benchmarks driven by ``_resume.run_split_units``: one BM3KL fit per split of
-    ``tiny``; the summary covers both splits after the restart."""
+    ``tiny`` (``--sweeps``: a short fixed run, kept in the unit configuration); the summary
+    covers both splits after the restart."""
     extra = ["--draws", "20"] if script == "ece_floor.py" else []
     final = _interrupt_and_resume(
-        script, ["--datasets", "tiny", "--splits", "2", *extra], tmp_path, stop_after=1,
-        expected_units=["tiny | split 0", "tiny | split 1"], timeout=300,
+        script, ["--datasets", "tiny", "--splits", "2", "--sweeps", "25", *extra], tmp_path,
+        stop_after=1, expected_units=["tiny | split 0", "tiny | split 1"], timeout=300,
     )  # fmt: skip
     assert final["summary"]["tiny"]["n_splits"] == 2
+    assert final["unit_config"]["sweeps"] == 25
+
+
+def test_sweeps_is_a_fixed_run_kept_out_of_a_full_runs_configuration():
+    """``--sweeps N`` gives BM3KL fits of N + N sweeps on 2 chains and enters the unit
+    configuration; without it neither the fits nor the configuration change, so the committed
+    results files (written before the option) still resume."""
+    from types import SimpleNamespace
+
+    from _resume import fixed_run, with_sweeps
+
+    full, smoke = SimpleNamespace(sweeps=None), SimpleNamespace(sweeps=25)
+    assert fixed_run(full) == {} and with_sweeps({"splits": 5}, full) == {"splits": 5}
+    assert fixed_run(smoke) == {"num_warmup": 25, "num_samples": 25, "num_chains": 2}
+    assert with_sweeps({"splits": 5}, smoke) == {"splits": 5, "sweeps": 25}
+    for name in ("calibration_map", "ece_floor", "calibration_floor", "prior_accuracy"):
+        stored = json.loads((BENCH / "results" / f"{name}.json").read_text())["unit_config"]
+        assert "sweeps" not in stored, name
 
 
 def test_calibration_pooled_pairs_each_split_once(tmp_path):
@@ -525,7 +544,8 @@ def test_prior_accuracy_resumes_and_refuses_a_redefined_setting(tmp_path):
     """``prior_accuracy.py``: units keyed by setting × data set × split; a unit whose stored
     options differ from the setting's current definition stops the run instead of mixing."""
     final = _interrupt_and_resume(
-        "prior_accuracy.py", ["--datasets", "tiny", "--splits", "2", "--variants", "default"],
+        "prior_accuracy.py",
+        ["--datasets", "tiny", "--splits", "2", "--variants", "default", "--sweeps", "25"],
         tmp_path, stop_after=1, timeout=300,
         expected_units=["default | tiny | split 0", "default | tiny | split 1"],
     )  # fmt: skip
@@ -533,7 +553,7 @@ def test_prior_accuracy_resumes_and_refuses_a_redefined_setting(tmp_path):
     path = tmp_path / "res.json"
     final["units"]["default | tiny | split 0"]["result"]["options"] = {"gamma0": 3.0}
     path.write_text(json.dumps(final))
-    args = ["--datasets", "tiny", "--splits", "2", "--variants", "default"]
+    args = ["--datasets", "tiny", "--splits", "2", "--variants", "default", "--sweeps", "25"]
     again = _run("prior_accuracy.py", [*args, "--out", str(tmp_path / "res")], tmp_path)
     assert again.returncode != 0 and "defined differently" in again.stderr
 
@@ -584,7 +604,8 @@ def test_prior_accuracy_fixed_weights_fit_simplemkl_once_per_split():
     idx = np.random.default_rng(0).permutation(len(y))
     tr, te = idx[:42], idx[42:]
     prior_accuracy._SIMPLEMKL.clear()
-    got = {name: prior_accuracy.unit(X, y, tr, te, 3, prior_accuracy.VARIANTS[name])
+    run = {"num_warmup": 25, "num_samples": 25, "num_chains": 2}  # --sweeps 25
+    got = {name: prior_accuracy.unit(X, y, tr, te, 3, prior_accuracy.VARIANTS[name], run)
            for name in ("simplemkl_weights", "simplemkl_weights+kappa=100")}  # fmt: skip
     assert len(prior_accuracy._SIMPLEMKL) == 1
     mu = np.array(got["simplemkl_weights"]["simplemkl_weights"])
