@@ -119,9 +119,10 @@ def main(argv=None) -> int:
     split_arguments(p, ("heart", "ionosphere", "sonar", "breast"), RESULTS / "ece_floor")
     p.add_argument("--draws", type=int, default=200, help="label sets per floor")
     args = p.parse_args(argv)
+    run = fixed_run(args)
 
     def compute(X, y, tr, te, seed):
-        return unit(X, y, tr, te, seed, args.draws, fixed_run(args))
+        return unit(X, y, tr, te, seed, args.draws, run)
 
     def render(summary, path):
         write_markdown(summary, path, args.splits, args.draws)

@@ -597,14 +597,16 @@ def test_prior_accuracy_fixed_weights_fit_simplemkl_once_per_split():
     """The ``simplemkl_weights`` settings fit BM3KL to SimpleMKL's combined kernel: the unit
     records SimpleMKL's weights (a point of the 16-kernel simplex) and its options verbatim (the
     redefinition check compares them), and the two settings share one SimpleMKL search."""
+    from types import SimpleNamespace
+
     import prior_accuracy
-    from _resume import tiny_data
+    from _resume import fixed_run, tiny_data
 
     X, y = tiny_data()
     idx = np.random.default_rng(0).permutation(len(y))
     tr, te = idx[:42], idx[42:]
     prior_accuracy._SIMPLEMKL.clear()
-    run = {"num_warmup": 25, "num_samples": 25, "num_chains": 2}  # --sweeps 25
+    run = fixed_run(SimpleNamespace(sweeps=25))
     got = {name: prior_accuracy.unit(X, y, tr, te, 3, prior_accuracy.VARIANTS[name], run)
            for name in ("simplemkl_weights", "simplemkl_weights+kappa=100")}  # fmt: skip
     assert len(prior_accuracy._SIMPLEMKL) == 1
