@@ -10,7 +10,7 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 
-# constraints.txt pins the exact versions CI and the behaviour fixture were made with.
+# constraints.txt pins the exact versions CI runs with.
 setup: $(VENV)/bin/python
 	$(VENV)/bin/python -m pip install -q -c constraints.txt -e .
 
