@@ -7,12 +7,13 @@ live in :mod:`bayesmkl.baselines`.
 64-bit floats: the Gibbs sampler's linear algebra needs them (the augmentation variables span
 more than ten orders of magnitude). Importing the package does **not** change JAX's global
 ``jax_enable_x64``: every public entry point (estimator and baseline methods, ``KernelPool``,
-``bayesmkl.kernels.functions``, ``bayesmkl.predict``) switches 64-bit mode on for the duration of
+``bayesmkl.kernels.functions``, ``bayesmkl.posterior.predictive``) switches 64-bit mode on for the
+duration of
 its call only, so a float32 JAX program of yours is unaffected. Code that drives the low-level
-NumPyro kernel :class:`bayesmkl.inference.BM3KL` (or :mod:`bayesmkl.random`,
-:mod:`bayesmkl.likelihood`) itself must enable x64 (``numpyro.enable_x64()``). Kernels may be
+NumPyro kernel :class:`bayesmkl.sampler.BM3KL` (or :mod:`bayesmkl.sampler.random`,
+:mod:`bayesmkl.model.likelihood`) itself must enable x64 (``numpyro.enable_x64()``). Kernels may be
 *stored* in float32 (``KernelPool(dtype=np.float32)``, ``kernel_dtype="float32"``); see
-:mod:`bayesmkl._x64` for where float32 is allowed and why float64 is required elsewhere.
+:mod:`bayesmkl.config` for where float32 is allowed and why float64 is required elsewhere.
 """
 
 import importlib as _importlib
@@ -30,23 +31,23 @@ with _warnings.catch_warnings():
     _importlib.import_module("tqdm.auto")
 
 if TYPE_CHECKING:  # static analysers (jedi, pyright, mypy) cannot see through __getattr__
-    from bayesmkl._checks import (
+    from bayesmkl.estimators.classifier import BM3KLClassifier
+    from bayesmkl.estimators.regressor import BM3KLRegressor
+    from bayesmkl.exceptions import (
         NonFinitePredictionError,
         SamplerDivergenceError,
         SamplerDivergenceWarning,
     )
-    from bayesmkl.estimator import BM3KLClassifier
     from bayesmkl.kernels import KernelPool
-    from bayesmkl.regression.estimator import BM3KLRegressor
 
 _LAZY = {
     "KernelPool": ("bayesmkl.kernels", "KernelPool"),
-    "BM3KLClassifier": ("bayesmkl.estimator", "BM3KLClassifier"),
-    "BM3KLRegressor": ("bayesmkl.regression.estimator", "BM3KLRegressor"),
+    "BM3KLClassifier": ("bayesmkl.estimators.classifier", "BM3KLClassifier"),
+    "BM3KLRegressor": ("bayesmkl.estimators.regressor", "BM3KLRegressor"),
     # what fit and predict raise or warn, for except clauses and warnings filters
-    "SamplerDivergenceWarning": ("bayesmkl._checks", "SamplerDivergenceWarning"),
-    "SamplerDivergenceError": ("bayesmkl._checks", "SamplerDivergenceError"),
-    "NonFinitePredictionError": ("bayesmkl._checks", "NonFinitePredictionError"),
+    "SamplerDivergenceWarning": ("bayesmkl.exceptions", "SamplerDivergenceWarning"),
+    "SamplerDivergenceError": ("bayesmkl.exceptions", "SamplerDivergenceError"),
+    "NonFinitePredictionError": ("bayesmkl.exceptions", "NonFinitePredictionError"),
 }
 
 __all__ = [

@@ -279,7 +279,7 @@ def run_split_benchmark(args, config: dict, compute, summarise, render) -> int:
     ``summarise(units, datasets, n_splits)`` the summary saved beside the units after each one,
     and ``render(summary, path)`` writes its Markdown to ``path``, printed at the end.
     """
-    from bayesmkl.estimator import enable_compilation_cache
+    from bayesmkl.estimators._fitting import enable_compilation_cache
 
     enable_compilation_cache()
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]

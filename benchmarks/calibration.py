@@ -176,12 +176,12 @@ def psis_training_draws(clf, ytr):
     each point's leave-one-out posterior (ratios ``1/L_i`` of its pseudo-likelihood factor,
     Pareto-smoothed) and the Pareto k̂ of each point.
     """
-    from bayesmkl._x64 import x64_scope
     from bayesmkl.baselines._base import validate_labels
-    from bayesmkl.likelihood import log_pseudo_likelihood_terms
-    from bayesmkl.loo import psis_log_weights
-    from bayesmkl.model import signed_targets
-    from bayesmkl.predict import draw_decision_values
+    from bayesmkl.config import x64_scope
+    from bayesmkl.model.classification import signed_targets
+    from bayesmkl.model.likelihood import log_pseudo_likelihood_terms
+    from bayesmkl.posterior.loo import psis_log_weights
+    from bayesmkl.posterior.predictive import draw_decision_values
 
     K = clf.kernel_input_.pool.train_kernels()
     w, a, b = clf._flat_draws()
@@ -199,7 +199,7 @@ def bm3kl_family(Xtr, ytr, Xte, args, seed):
     """One BM3KL fit → probabilities of the calibrated, raw and PSIS-LOO-calibrated rules."""
     import copy
 
-    from bayesmkl.calibration import fit_calibrator
+    from bayesmkl.posterior.calibration import fit_calibrator
 
     clf, fit_s = timed_fit(bm3kl_params(args, seed), Xtr, ytr)
     out = {"BM3KL": (clf.predict_proba(Xte), fit_s)}
@@ -476,7 +476,7 @@ def main(argv=None) -> int:
     from sklearn.model_selection import StratifiedShuffleSplit
 
     from bayesmkl.datasets import find_uci_dir
-    from bayesmkl.estimator import enable_compilation_cache
+    from bayesmkl.estimators._fitting import enable_compilation_cache
 
     enable_compilation_cache()
     if find_uci_dir() is None and any(d != "tiny" for d in datasets):

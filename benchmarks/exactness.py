@@ -25,12 +25,12 @@ from arviz_stats.base import array_stats
 from numpyro.infer import MCMC
 from sklearn.datasets import load_breast_cancer
 
-from bayesmkl._x64 import x64_scope
+from bayesmkl.config import x64_scope
 from bayesmkl.datasets import find_uci_dir, load_uci
-from bayesmkl.inference import BM3KL
 from bayesmkl.kernels.pool import KernelPool
-from bayesmkl.likelihood import log_pseudo_likelihood
-from bayesmkl.model import combine_kernels, decision_values, signed_targets
+from bayesmkl.model.classification import combine_kernels, decision_values, signed_targets
+from bayesmkl.model.likelihood import log_pseudo_likelihood
+from bayesmkl.sampler import BM3KL
 
 MOVES = ("exact", "collapsed")
 GAMMA0 = 100.0

@@ -5,7 +5,7 @@ simplemkl pool on 3 features of breast cancer) with N = 100, 101, …, one proce
 fit records the number of memory mappings (lines of ``/proc/self/maps``; Linux's default limit
 ``vm.max_map_count`` is 65,530) and the resident memory (``/proc/self/statm``). Each N is a new
 data shape, so each fit compiles a new program; the package holds the programs of at most
-``MAX_HELD_SHAPES`` shapes (``bayesmkl.inference.runner.hold_programs_for``), so the counts rise
+``MAX_HELD_SHAPES`` shapes (``bayesmkl.sampler.runner.hold_programs_for``), so the counts rise
 and fall within a cycle of that many fits.
 
 Growth is judged after the first 20 fits (target ≤ 10%): ``growth_maps`` and ``growth_rss``

@@ -388,7 +388,7 @@ def main(argv=None) -> int:
     import jax
     from sklearn.model_selection import ShuffleSplit
 
-    from bayesmkl.estimator import enable_compilation_cache
+    from bayesmkl.estimators._fitting import enable_compilation_cache
 
     enable_compilation_cache()
     out = Path(args.out) if args.out else RESULTS / stem

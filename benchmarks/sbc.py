@@ -16,13 +16,14 @@ Per replication: 2-D inputs X ~ N(0, I) (N = 60), labels from a noisy linear (bi
 or nearest-of-three-centres (3-class, C = 3) rule, P = 4 unit-diagonal Gaussian kernels of
 widths 0.5, 1, 2, 4; the default prior (``PRIORS["default"]``) and the estimator's default
 sampler (``"collapsed_log"``, step 0.01, 10 leapfrog steps, ``nu_update="gibbs"``, n_active 32,
-300 adapting warm-up sweeps) run by the estimator's :class:`~bayesmkl.inference.runner.
+300 adapting warm-up sweeps) run by the estimator's :class:`~bayesmkl.sampler.runner.
 ChainRunner`, 3 chains. Post-warm-up, each chain is thinned to 33 draws (L = 99) at thinning
 t = 10; when the smallest bulk ESS of the ranked quantities over the unthinned draws is below
 L, the chains are extended and t doubled, up to 80 (Talts et al.'s advice: thin to about L
 independent draws); replications still short are counted. Ranked quantities: each w_m, each
 b_c, f_ci at three fixed training points, Σλ, the mean of log ν and the log joint density
-(−potential energy; for the truth, :func:`bayesmkl.model.log_joint` with the margins). A rank
+(−potential energy; for the truth, :func:`bayesmkl.model.classification.log_joint` with the
+margins). A rank
 is the number of draws below the truth (ties broken at random).
 
 Summary: per quantity a χ² test of uniformity of the ranks in 10 bins, Bonferroni-adjusted over
@@ -61,12 +62,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _resume import UnitStore, write_atomic  # noqa: E402
 from sweep_floor import RESULTS, _default, machine_info, md_table  # noqa: E402
 
-from bayesmkl._fitting import enable_compilation_cache  # noqa: E402
-from bayesmkl.inference import conditionals as cond  # noqa: E402
-from bayesmkl.inference import moves, runner  # noqa: E402
-from bayesmkl.inference.runner import ChainRunner  # noqa: E402
-from bayesmkl.inference.sampler import BM3KL  # noqa: E402
-from bayesmkl.model import PRIORS, combine_kernels, decision_values, log_joint  # noqa: E402
+from bayesmkl.estimators._fitting import enable_compilation_cache  # noqa: E402
+from bayesmkl.model.classification import PRIORS, combine_kernels, decision_values, log_joint  # noqa: E402
+from bayesmkl.sampler import conditionals as cond  # noqa: E402
+from bayesmkl.sampler import moves, runner  # noqa: E402
+from bayesmkl.sampler.runner import ChainRunner  # noqa: E402
+from bayesmkl.sampler.sampler import BM3KL  # noqa: E402
 
 PROBLEMS = {"binary": 1, "3-class": 3}
 VARIANTS = ("correct", "lam_ignores_margin", "no_log_jacobian")

@@ -1,6 +1,6 @@
 """Scaling of the compiled BM3KL sweep in P (at N = 145) and in N (at P = 100), C = 1.
 
-For each size: the per-sweep time of :func:`bayesmkl.inference.sweep` (``move="stable"``,
+For each size: the per-sweep time of :func:`bayesmkl.sampler.sweep` (``move="stable"``,
 L = 10; timed as a jitted loop of sweeps, compile apart) and the process's resident memory
 (current RSS after the run, peak RSS so far). Log-log slopes of time against P and against N are
 fitted by least squares (expected: about 1 in P, since every O(P) term is a pass over the
@@ -33,8 +33,8 @@ from sweep_floor import (  # noqa: E402
     write_results,
 )
 
-from bayesmkl.inference.sampler import BM3KLConfig, init_state, sweep  # noqa: E402
-from bayesmkl.model import Hyper  # noqa: E402
+from bayesmkl.model.classification import Hyper  # noqa: E402
+from bayesmkl.sampler.sampler import BM3KLConfig, init_state, sweep  # noqa: E402
 
 P_SIZES = (800, 2000, 8000)
 N_SIZES = (100, 200, 400, 800)

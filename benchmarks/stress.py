@@ -89,7 +89,7 @@ FULL = ("repro",) + BINARY + MULTICLASS
 QUICK = ("repro", "liver", "wine")
 GAMMAS = (1.0, 100.0, 10000.0)
 PRIORS = ("default", "paper")
-#: (parameter, value): the validated bounds (bayesmkl/_bounds.py), values inside them far from
+#: (parameter, value): the validated bounds (bayesmkl/model/bounds.py), values inside them far from
 #: the defaults, and values outside them that the audit of issue 22 found hanging.
 EXTREMES = (
     ("eta", 1e-6), ("eta", 0.02), ("eta", 1e3), ("eta", 1e6),
@@ -134,7 +134,7 @@ def run_one(spec: dict) -> list[dict]:
     ``calibration``, ``max_time`` and ``params`` (hyper-parameters set on the estimator).
     """
     from bayesmkl import BM3KLClassifier
-    from bayesmkl._checks import SamplerDivergenceError, SamplerDivergenceWarning
+    from bayesmkl.exceptions import SamplerDivergenceError, SamplerDivergenceWarning
 
     X, y = load(spec["dataset"])
     Xtr, Xte, ytr, yte = split(X, y)
@@ -354,7 +354,7 @@ def main(argv=None):
     ap.add_argument("--unit", help=argparse.SUPPRESS)  # internal: one fit, in a child process
     args = ap.parse_args(argv)
     if args.unit:
-        from bayesmkl.estimator import enable_compilation_cache
+        from bayesmkl.estimators._fitting import enable_compilation_cache
 
         enable_compilation_cache()
         print(_MARK + json.dumps(run_one(json.loads(args.unit)), default=_default), flush=True)

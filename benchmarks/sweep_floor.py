@@ -2,7 +2,7 @@
 
 Measures, in one run: the read bandwidth (a jitted sum over a 1 GiB float64 array) and the GEMM
 rate (2000×2000 matmul, float64 and float32); then for each shape (N, P, C) the compiled
-per-sweep time of :func:`bayesmkl.inference.sweep` (``move="stable"``, L = 10), the best
+per-sweep time of :func:`bayesmkl.sampler.sweep` (``move="stable"``, L = 10), the best
 formulation of the unavoidable operations timed alone, and a lower bound
 
     bound = Σ_ops max(bytes_op / bandwidth, flops_op / peak)
@@ -94,7 +94,7 @@ def synthetic_kernels(P: int, N: int, C: int, dtype=np.float64, seed: int = 0):
         K[s : s + 256] = np.exp(-d2[None] / (2.0 * w[:, None, None] ** 2))
     n_cls = 2 if C == 1 else C
     y = rng.integers(0, n_cls, N)
-    from bayesmkl.model import signed_targets
+    from bayesmkl.model.classification import signed_targets
 
     return jnp.asarray(K), jnp.asarray(signed_targets(y, n_cls))
 
@@ -198,9 +198,9 @@ def bound_seconds(ops, bw, peak64, peak32):
 
 
 def time_shape(N, P, C, bw, peak64, peak32, reps, cache_bytes):
-    from bayesmkl.inference import conditionals as cond
-    from bayesmkl.inference.sampler import BM3KLConfig, init_state, sweep
-    from bayesmkl.model import Hyper, combine_kernels, decision_values
+    from bayesmkl.model.classification import Hyper, combine_kernels, decision_values
+    from bayesmkl.sampler import conditionals as cond
+    from bayesmkl.sampler.sampler import BM3KLConfig, init_state, sweep
 
     dtype = np.float32 if P * N * N * 8 > 1.5 * 2**30 else np.float64
     rss0 = current_rss_gib()

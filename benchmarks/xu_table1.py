@@ -73,14 +73,7 @@ from _resume import (  # noqa: E402
 )
 
 from bayesmkl import BM3KLClassifier  # noqa: E402
-from bayesmkl.baselines import (  # noqa: E402
-    BEMKL,
-    SGMKL,
-    AverageMKL,
-    LpMKL,
-    SimpleMKL,
-    SoftMarginMKL,
-)
+from bayesmkl.baselines import BEMKL, SGMKL, AverageMKL, LpMKL, SimpleMKL, SoftMarginMKL  # noqa: E402
 from bayesmkl.kernels.pool import KernelPool  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"

@@ -1,6 +1,6 @@
 """Shared pytest configuration and fixtures.
 
-64-bit JAX: the package's entry points switch it on for their own calls (``bayesmkl._x64``), so
+64-bit JAX: the package's entry points switch it on for their own calls (``bayesmkl.config``), so
 most tests run with JAX's default (float32) and thereby check that scoping. Tests of the
 low-level building blocks that a caller must run in 64-bit mode (the NumPyro kernel, random
 variates, the likelihood, and prediction from JAX arrays the test builds itself; see
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from bayesmkl._x64 import x64_scope
-from bayesmkl.estimator import enable_compilation_cache
+from bayesmkl.config import x64_scope
+from bayesmkl.estimators._fitting import enable_compilation_cache
 
 # JAX compiles the sampler once per data shape and configuration; a persistent compilation
 # cache shared by every test module turns repeated compilations of the same program into loads.
@@ -28,19 +28,16 @@ enable_compilation_cache(Path(tempfile.gettempdir()) / "bayesmkl-test-jax-cache"
 _TESTS = Path(__file__).resolve().parent
 #: Test paths (relative to tests/) whose code calls the low-level, unscoped API directly.
 _LOW_LEVEL = (
-    "inference/",
-    "test_random.py",
-    "test_likelihood.py",
-    "test_predict.py",
-    "test_regressor_conditionals.py",
-    "test_regressor_sampler.py",
+    "sampler/",
+    "model/",
+    "posterior/test_predict.py",
 )
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _x64_for_low_level_api(request):
     """64-bit JAX around test modules of the low-level API (the caller's job there, see
-    ``bayesmkl._x64``); module-scoped, so that it also covers their module fixtures."""
+    ``bayesmkl.config``); module-scoped, so that it also covers their module fixtures."""
     path = Path(request.node.path).resolve()
     rel = path.relative_to(_TESTS).as_posix() if path.is_relative_to(_TESTS) else ""
     if rel.startswith(_LOW_LEVEL):

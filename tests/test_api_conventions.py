@@ -59,10 +59,10 @@ def test_hyper_parameter_defaults_agree_everywhere():
     NumPyro kernel (the paper's, ``Hyper``'s), and in the classifier's and the CLI's as ``None``,
     which means the named ``prior``'s value (``PRIORS``); the CLI (which must not import JAX to
     build its parser) names the same priors and offers every hyper-parameter."""
-    from bayesmkl._cli_parser import HYPER_OPTIONS, PRIOR_NAMES, build_parser
-    from bayesmkl._fitting import resolve_hyper
-    from bayesmkl.inference.sampler import BM3KL
-    from bayesmkl.model import PRIORS, Hyper
+    from bayesmkl.cli.parser import HYPER_OPTIONS, PRIOR_NAMES, build_parser
+    from bayesmkl.estimators._fitting import resolve_hyper
+    from bayesmkl.model.classification import PRIORS, Hyper
+    from bayesmkl.sampler.sampler import BM3KL
 
     hyper = Hyper()._asdict()
     assert PRIORS["paper"] == Hyper()
@@ -93,9 +93,9 @@ def _sub_parsers():
 def test_cli_choices_accept_their_defaults_and_every_move():
     """Every CLI option with choices accepts its own default when typed (argparse does not
     check defaults: ``--sampler collapsed_log``, the default move, was refused), ``--sampler``
-    offers every move of :data:`bayesmkl.inference.moves.MOVES`, and the CLI's sampler
+    offers every move of :data:`bayesmkl.sampler.moves.MOVES`, and the CLI's sampler
     defaults are the estimator's."""
-    from bayesmkl.inference.moves import MOVES
+    from bayesmkl.sampler.moves import MOVES
 
     defaults = _defaults(bayesmkl.BM3KLClassifier)
     for name, parser in _sub_parsers().items():
@@ -126,8 +126,9 @@ def test_docstrings_have_no_unfilled_placeholders(cls):
 
 @pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
 def test_bad_parameter_is_refused_in_the_shared_wording(cls):
-    """Every estimator checks its parameters with :mod:`bayesmkl._validation`, whose
-    :func:`~bayesmkl._validation.check_param` words every refusal ``"<name> must be ...; got
+    """Every estimator checks its parameters with :mod:`bayesmkl.estimators._validation`, whose
+    :func:`~bayesmkl.estimators._validation.check_param` words every refusal ``"<name> must be ...;
+    got
     <value>"``: a negative ``max_time`` (or ``C`` where there is no budget) is refused so at fit."""
     names = [p.name for p in _params(cls)]
     name = "max_time" if "max_time" in names else "C"
@@ -154,7 +155,8 @@ def _documented_defaults(cls):
 def test_documented_defaults_match_the_signature(cls):
     """A ``default=`` in the docstring is the signature's default: shared docstring entries
     (``_docstrings.py``) and the parameter tables and hand-written signatures
-    (:mod:`bayesmkl._params`) write a default in several places, so a changed default in one
+    (:mod:`bayesmkl.estimators._params`) write a default in several places, so a changed default in
+    one
     must show up here."""
     import ast
 
@@ -182,7 +184,7 @@ def test_hand_written_init_agrees_with_the_parameter_table(cls):
     """Names, order, defaults (value and type) and keyword-only-ness of the written-out
     ``__init__`` equal the class's table ``_param_defaults``, and the body stores every
     argument verbatim under its own name (each gets a distinct sentinel object)."""
-    from bayesmkl._params import signature_problems
+    from bayesmkl.estimators._params import signature_problems
 
     assert signature_problems(cls) == []
     assert "def __init__(" in inspect.getsource(cls.__init__)
@@ -194,7 +196,7 @@ def test_hand_written_init_agrees_with_the_parameter_table(cls):
 
 def test_signature_problems_sees_each_kind_of_difference():
     """The checker itself: a renamed, reordered, retyped or positional parameter is reported."""
-    from bayesmkl._params import signature_problems
+    from bayesmkl.estimators._params import signature_problems
 
     def make(table, init):
         return type("Est", (), {"_param_defaults": table, "__init__": init})

@@ -19,17 +19,8 @@ import h5py
 import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
-from test_estimator import SMALL, small_data
 
 from bayesmkl import BM3KLClassifier, KernelPool
-from bayesmkl._checks import (
-    KernelScaleWarning,
-    NonFinitePredictionError,
-    SamplerDivergenceError,
-    SamplerDivergenceWarning,
-    check_draws,
-    check_label_types,
-)
 from bayesmkl.baselines import (
     BEMKL,
     BM3KLMAP,
@@ -44,7 +35,15 @@ from bayesmkl.baselines import (
 )
 from bayesmkl.cli import main
 from bayesmkl.datasets import make_duplicated_rows
+from bayesmkl.exceptions import (
+    KernelScaleWarning,
+    NonFinitePredictionError,
+    SamplerDivergenceError,
+    SamplerDivergenceWarning,
+)
 from bayesmkl.kernels.pool import PSD_RTOL, KernelMemoryError, validate_precomputed
+from bayesmkl.posterior.checks import check_draws, check_label_types
+from tests.estimators.test_estimator import SMALL, small_data
 
 load = BM3KLClassifier.load
 
@@ -355,7 +354,7 @@ def test_nan_draws_never_reach_predictions_or_files(fitted, data, tmp_path):
 
 def test_fit_raises_when_the_sampler_diverges(data, monkeypatch):
     """A chain that goes non-finite stops ``fit`` with the cause instead of returning NaNs."""
-    import bayesmkl.inference.conditionals as cond
+    import bayesmkl.sampler.conditionals as cond
 
     Xtr, ytr, _, _ = data
     real = cond.sample_lam

@@ -329,7 +329,7 @@ def test_sbc_resumes(tmp_path):
 
 _SBC_PATCH_CHECK = """
 import sbc
-from bayesmkl.inference import conditionals, moves
+from bayesmkl.sampler import conditionals, moves
 lam, log_pos = conditionals.sample_lam, moves.POSITIONS["log"]
 for variant in sbc.VARIANTS[1:]:
     with sbc.variant_patch(variant):
@@ -476,7 +476,7 @@ def test_stress_watchdog_counts_a_fit_it_kills_as_a_hang(tmp_path):
 
 def _import_stress():
     """``benchmarks/stress.py`` as a module, without leaking the 64-bit JAX that its import of
-    ``sweep_floor`` switches on (tests/test_x64.py checks that the suite runs in float32)."""
+    ``sweep_floor`` switches on (tests/test_config.py checks that the suite runs in float32)."""
     import jax
 
     before = jax.config.jax_enable_x64

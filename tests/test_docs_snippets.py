@@ -20,7 +20,8 @@ cross-fitted calibration) that would take minutes. The test runs them unchanged 
 the *run length only*, never the model or the data: every ``BM3KLClassifier.fit`` runs with
 ``num_warmup=20, num_samples=10``, at most 2 chains, ``max_time=None``, no progress bar and
 ``calibration=None`` (the 3 calibration refits would cost about a minute more and are tested
-in ``tests/test_calibration.py``), every ``BM3KLRegressor.fit`` with the same warm-up and 15
+in ``tests/posterior/test_calibration.py``), every ``BM3KLRegressor.fit`` with the same warm-up and
+15
 draws per chain (PSIS-LOO needs 25 draws), and every ``numpyro.infer.MCMC`` with the same
 warm-up and sample counts and at most 2 chains. The checks in ``CHECKS`` then assert on what
 the snippets computed.

@@ -26,10 +26,11 @@ import pytest
 
 import bayesmkl
 from bayesmkl import BM3KLClassifier
-from bayesmkl._checks import SamplerDivergenceError, check_draws
-from bayesmkl._x64 import x64_scope
 from bayesmkl.cli import main
+from bayesmkl.config import x64_scope
+from bayesmkl.exceptions import SamplerDivergenceError
 from bayesmkl.kernels.input import KernelInput
+from bayesmkl.posterior.checks import check_draws
 
 #: The checkout whose ``bayesmkl`` is under test (the subprocesses import the same one).
 ROOT = Path(bayesmkl.__file__).resolve().parent.parent
@@ -111,7 +112,7 @@ def test_slice_segment_with_nan_returns_nan_at_once():
     out = _run_python("""
         import jax, numpy as np
         jax.config.update("jax_enable_x64", True)
-        from bayesmkl.inference.simplex import _slice_segment
+        from bayesmkl.sampler.simplex import _slice_segment
         print("x =", float(_slice_segment(jax.random.key(0), 0.3, np.nan, lambda x: -x)))
     """)
     assert out.returncode == 0, out.stderr
@@ -125,7 +126,7 @@ def test_sampler_with_tiny_eta_ends():
         import jax, numpy as np
         jax.config.update("jax_enable_x64", True)
         from numpyro.infer import MCMC
-        from bayesmkl.inference.sampler import BM3KL
+        from bayesmkl.sampler.sampler import BM3KL
         rng = np.random.default_rng(0)
         X = rng.normal(size=(30, 2))
         K = np.stack([X @ X.T, np.exp(-((X[:, None] - X[None]) ** 2).sum(-1))])
@@ -141,7 +142,7 @@ def test_sampler_with_tiny_eta_ends():
 
 
 def test_slice_segment_cap_gives_nan_and_flag(monkeypatch):
-    from bayesmkl.inference import simplex
+    from bayesmkl.sampler import simplex
 
     monkeypatch.setattr(simplex, "SLICE_MAX_STEPS", 1)
     with x64_scope():
@@ -152,7 +153,7 @@ def test_slice_segment_cap_gives_nan_and_flag(monkeypatch):
 
 
 def test_truncated_normal_cap_gives_nan_and_flag(monkeypatch):
-    from bayesmkl.inference import simplex
+    from bayesmkl.sampler import simplex
 
     monkeypatch.setattr(simplex, "REJECT_MAX_ROUNDS", 0)
     with x64_scope():  # a narrow interval: the uniform-rejection route
@@ -165,7 +166,7 @@ def test_truncated_normal_cap_gives_nan_and_flag(monkeypatch):
 def test_nu_slice_cap_keeps_x0_only_when_the_bracket_collapsed():
     """The ν slice sampler's cap: a bracket of rounding width (a conditional too peaked for
     float64) keeps x0 unflagged; NaN input gives NaN."""
-    from bayesmkl.inference.tpbn import slice_stepping_out
+    from bayesmkl.sampler.tpbn import slice_stepping_out
 
     with x64_scope():
         peaked = lambda th: 1e20 - (th - 1.5) ** 2  # noqa: E731  log y rounds to log π(x0)
@@ -180,7 +181,7 @@ def test_nu_slice_cap_keeps_x0_only_when_the_bracket_collapsed():
 def test_capped_loop_reaches_the_user_as_an_error(monkeypatch):
     """A sweep whose w slice sampler stops at its cap: fit raises SamplerDivergenceError
     naming the loop (the flag travels in BM3KLState.capped)."""
-    from bayesmkl.inference import simplex
+    from bayesmkl.sampler import simplex
 
     monkeypatch.setattr(simplex, "SLICE_MAX_STEPS", 1)
     X, y = _data(30)
@@ -252,7 +253,7 @@ def test_hyper_parameters_out_of_range_are_refused(name, value):
 
 
 def test_hyper_parameter_bounds_are_accepted():
-    from bayesmkl._validation import HYPER_BOUNDS
+    from bayesmkl.estimators._validation import HYPER_BOUNDS
 
     for name, (lo, hi) in HYPER_BOUNDS.items():
         for v in (lo, hi):
@@ -263,7 +264,7 @@ def test_hyper_parameter_bounds_are_documented():
     """Each hyper-parameter's docstring entry states the range that fit enforces."""
     import re
 
-    from bayesmkl._validation import HYPER_BOUNDS
+    from bayesmkl.estimators._validation import HYPER_BOUNDS
 
     doc = BM3KLClassifier.__doc__
     for name, (lo, hi) in HYPER_BOUNDS.items():
@@ -392,7 +393,7 @@ def test_calibration_fold_reduction_warns():
     """calibration='cv' with a class of 2 points silently dropped to 2 folds."""
     from sklearn.base import BaseEstimator
 
-    from bayesmkl.calibration import crossfit_decision_draws
+    from bayesmkl.posterior.calibration import crossfit_decision_draws
 
     class Stub(BaseEstimator):
         def __init__(self, kernels="precomputed", calibration=None, kernel_dtype=None,
@@ -432,11 +433,7 @@ def test_memory_limit_respects_ulimit_v(monkeypatch):
     space left, a 1 GiB kernel tensor is refused before allocating, whatever the free memory."""
     import resource
 
-    from bayesmkl.kernels._checks import (
-        KernelMemoryError,
-        check_kernel_memory,
-        kernel_memory_limit,
-    )
+    from bayesmkl.kernels._checks import KernelMemoryError, check_kernel_memory, kernel_memory_limit
 
     monkeypatch.delenv("BAYESMKL_MEMORY_LIMIT_GB", raising=False)
     status = Path("/proc/self/status")

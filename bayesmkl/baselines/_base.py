@@ -8,7 +8,8 @@ resolution, label encoding, validation, sample weights, decision values, predict
 once.
 
 Sample weights: ``fit(X, y, sample_weight=None)`` combines ``sample_weight`` with the estimator's
-``class_weight`` parameter (where it has one) by :func:`bayesmkl._weights.effective_sample_weight`
+``class_weight`` parameter (where it has one) by
+:func:`bayesmkl.estimators._weights.effective_sample_weight`
 and passes the result (or ``None``) to ``_fit_kernels(K, Y, sample_weight)``. SVM-based solvers
 scale each point's box constraint, ``C_i = C·s_i``; the pool's standardisation and centring
 statistics stay unweighted (as a ``StandardScaler`` in a pipeline without weight routing).
@@ -23,10 +24,10 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from bayesmkl._validation import signed_targets, validate_labels
-from bayesmkl._weights import effective_sample_weight
-from bayesmkl._x64 import with_x64
 from bayesmkl.baselines._docstrings import shared_doc
+from bayesmkl.config import with_x64
+from bayesmkl.estimators._validation import signed_targets, validate_labels
+from bayesmkl.estimators._weights import effective_sample_weight
 from bayesmkl.kernels.input import KernelInput
 
 __all__ = ["MKLClassifierBase", "fit_kernel_input", "signed_targets", "validate_labels"]

@@ -14,7 +14,7 @@ import warnings
 
 from sklearn.exceptions import ConvergenceWarning
 
-from bayesmkl._validation import check_max_time
+from bayesmkl.estimators._validation import check_max_time
 
 __all__ = ["Budget", "check_max_time"]
 

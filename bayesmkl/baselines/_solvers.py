@@ -11,7 +11,8 @@ never increases.
 Estimators: :class:`IterativeMKLClassifier` holds the parameters every iterative solver takes
 (``C, tol, max_iter, svc_tol, max_time, class_weight, kernel_names``) and checks them in one
 place (:meth:`~IterativeMKLClassifier._solver_options`, with the constraints of
-:mod:`bayesmkl._validation`); :func:`~bayesmkl.baselines._docstrings.shared_doc` fills the
+:mod:`bayesmkl.estimators._validation`); :func:`~bayesmkl.baselines._docstrings.shared_doc` fills
+the
 parameter and attribute descriptions they share into the estimators' docstrings.
 
 Conventions: ``K: (P, N, N)`` training kernels, ``Y: (C, N)`` ±1 targets (one row per
@@ -28,10 +29,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bayesmkl._validation import MAX_TIME, Interval, validate_params
 from bayesmkl.baselines._base import MKLClassifierBase
 from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._svm import combine, fit_svc, kernel_quadratics
+from bayesmkl.estimators._validation import MAX_TIME, Interval, validate_params
 
 __all__ = [
     "ITERATIVE_PARAMS",
@@ -289,10 +290,11 @@ class IterativeMKLClassifier(MKLClassifierBase):
 
     Subclasses with more parameters write their own ``__init__`` and parameter table
     ``_param_defaults`` (their own parameters, then :data:`ITERATIVE_PARAMS` or
-    :data:`SVM_OPTIONS`; see :mod:`bayesmkl._params`).
+    :data:`SVM_OPTIONS`; see :mod:`bayesmkl.estimators._params`).
     """
 
-    #: Constraints of the shared parameters (see :mod:`bayesmkl._validation`), checked in order.
+    #: Constraints of the shared parameters (see :mod:`bayesmkl.estimators._validation`), checked in
+    #: order.
     _solver_constraints = {
         "C": [_POSITIVE],
         "tol": [_POSITIVE],

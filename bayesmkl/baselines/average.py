@@ -8,15 +8,11 @@ from __future__ import annotations
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
-from bayesmkl._validation import check_int, check_positive
 from bayesmkl.baselines._base import MKLClassifierBase
 from bayesmkl.baselines._docstrings import shared_doc
-from bayesmkl.baselines._solvers import (
-    MKLFit,
-    solve_at_weights,
-    store_fit,
-)
+from bayesmkl.baselines._solvers import MKLFit, solve_at_weights, store_fit
 from bayesmkl.baselines._svm import fit_svc
+from bayesmkl.estimators._validation import check_int, check_positive
 
 
 @shared_doc

@@ -11,11 +11,11 @@ from scipy.special import expit, log_ndtr
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from bayesmkl._validation import check_int, check_positive
 from bayesmkl.baselines._base import MKLClassifierBase
 from bayesmkl.baselines._bemkl_vb import _VB, _Prior, elbo, truncated_normal_moments
 from bayesmkl.baselines._budget import Budget, check_max_time
 from bayesmkl.baselines._docstrings import shared_doc
+from bayesmkl.estimators._validation import check_int, check_positive
 
 __all__ = ["BEMKL", "truncated_normal_moments", "elbo"]
 

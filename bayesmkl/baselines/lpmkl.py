@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from bayesmkl._validation import Interval, check_param
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._simplex import lp_min_ratio, lp_support
 from bayesmkl.baselines._solvers import (
@@ -22,6 +21,7 @@ from bayesmkl.baselines._solvers import (
     relative_gap,
     solve_at_weights,
 )
+from bayesmkl.estimators._validation import Interval, check_param
 
 
 def check_p(p) -> float:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import linprog
 
-from bayesmkl._validation import MAX_TIME, Interval, validate_params
 from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._crammer_singer import (
     CrammerSingerMKLBase,
@@ -42,15 +41,10 @@ from bayesmkl.baselines._crammer_singer import (
 )
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._simplex import lp_min_ratio, lp_support
-from bayesmkl.baselines._solvers import (
-    MKLFit,
-    SolverOptions,
-    WeightedSVMs,
-    relative_gap,
-    store_fit,
-)
+from bayesmkl.baselines._solvers import MKLFit, SolverOptions, WeightedSVMs, relative_gap, store_fit
 from bayesmkl.baselines._svm import combine
 from bayesmkl.baselines.simplemkl import descend, reduced_gradient_step
+from bayesmkl.estimators._validation import MAX_TIME, Interval, validate_params
 
 __all__ = ["M3K", "PlaneBound", "solve_m3k"]
 

@@ -6,7 +6,8 @@ augmentation variables λ and the whole TPBN hierarchy (ν, ς) are integrated o
 
     log p(w, a, b | D) = log L'(f) + log Dir(w | η) + Σ log p(a_ci) + log N(b | 0, τ),
 
-where log L' is :func:`bayesmkl.likelihood.log_pseudo_likelihood` and p(a) = ∫ N(a | 0, ν) p(ν) dν
+where log L' is :func:`bayesmkl.model.likelihood.log_pseudo_likelihood` and p(a) = ∫ N(a | 0, ν)
+p(ν) dν
 with ν = κ·t, t ~ BetaPrime(α_a, β_a) (the TPBN marginal of ν: Gamma(α_a, ς) mixed over
 ς ~ Gamma(β_a, κ)). Keeping ς as a parameter instead would be ill-posed: for β_a < ½ (the
 paper's 0.1) the joint density is unbounded as ς → 0.
@@ -17,7 +18,7 @@ iterations are exactly monotone. Each iteration:
 
 * E-step: ρ = E[1/λ | ζ] = s/|ζ| (λ | ζ ~ GIG(½, s², ζ²)); E[1/ν | a] on the grid;
 * CM-step (a, b): a weighted ridge regression, solved in the same Λ-form as the sampler's
-  Gaussian step (:func:`bayesmkl.inference.conditionals.ab_mean_lambda_form`) with λ → 1/ρ and
+  Gaussian step (:func:`bayesmkl.sampler.conditionals.ab_mean_lambda_form`) with λ → 1/ρ and
   ν → 1/E[1/ν];
 * CM-step w: minimise E[U_lik(w)] − (η − 1) Σ log w_m on the simplex by exponentiated gradient
   with backtracking (requires η ≥ 1: for η < 1 the posterior density is unbounded at the faces
@@ -44,15 +45,15 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import betaln, logsumexp
 
-from bayesmkl._checks import check_kernel_scale
-from bayesmkl._validation import MAX_TIME, Interval, Options, validate_params
-from bayesmkl._x64 import with_x64
 from bayesmkl.baselines._base import MKLClassifierBase
 from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._docstrings import shared_doc
-from bayesmkl.inference.conditionals import ab_mean_lambda_form, per_kernel_decisions
-from bayesmkl.likelihood import log_pseudo_likelihood
-from bayesmkl.model import Hyper, signed_targets
+from bayesmkl.config import with_x64
+from bayesmkl.estimators._validation import MAX_TIME, Interval, Options, validate_params
+from bayesmkl.model.classification import Hyper, signed_targets
+from bayesmkl.model.likelihood import log_pseudo_likelihood
+from bayesmkl.posterior.checks import check_kernel_scale
+from bayesmkl.sampler.conditionals import ab_mean_lambda_form, per_kernel_decisions
 
 ZETA_FLOOR = 1e-8
 _ab_mean = jax.jit(ab_mean_lambda_form)
@@ -99,7 +100,7 @@ def _log_joint_a_grid(a, nu, log_q):
 
 
 _POSITIVE = [Interval("real", 0, None, closed="neither")]
-#: Parameter constraints checked by ``fit`` (see :mod:`bayesmkl._validation`).
+#: Parameter constraints checked by ``fit`` (see :mod:`bayesmkl.estimators._validation`).
 _CONSTRAINTS = {
     "eta": [Interval("real", 1, None, description=">= 1 for a MAP estimate to exist")],
     "alpha_a": _POSITIVE,
@@ -312,7 +313,7 @@ class BM3KLMAP(MKLClassifierBase):
         :class:`~bayesmkl.BM3KLClassifier`). For decisions use that estimator's
         ``predict_proba``, or wrap this one in ``CalibratedClassifierCV``.
         """
-        from bayesmkl.predict import draw_probabilities
+        from bayesmkl.posterior.predictive import draw_probabilities
 
         F = self.decision_function(X)
         F = F[:, None] if F.ndim == 1 else F

@@ -35,12 +35,18 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from bayesmkl._validation import Interval, check_choice, check_int, check_param, validate_labels
 from bayesmkl.baselines._base import fit_kernel_input
 from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._simplex_qp import maximize_quadratic_on_simplex
 from bayesmkl.baselines._svm import combine
+from bayesmkl.estimators._validation import (
+    Interval,
+    check_choice,
+    check_int,
+    check_param,
+    validate_labels,
+)
 
 __all__ = [
     "MKMMC",

@@ -32,15 +32,13 @@ from scipy.optimize import linprog
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, column_or_1d
 
-from bayesmkl._validation import Interval, check_int, check_param, check_positive
 from bayesmkl.baselines._base import MKLClassifierBase, fit_kernel_input
 from bayesmkl.baselines._budget import Budget, check_max_time
 from bayesmkl.baselines._docstrings import shared_doc
-from bayesmkl.baselines._solvers import (
-    IterativeMKLClassifier,
-)
+from bayesmkl.baselines._solvers import IterativeMKLClassifier
 from bayesmkl.baselines._svm import combine, fit_svc, kernel_quadratics
 from bayesmkl.baselines.simplemkl import solve_simplemkl
+from bayesmkl.estimators._validation import Interval, check_int, check_param, check_positive
 
 __all__ = ["MLMKLSum", "MLMKLSA", "class_objectives", "minimax_lower_bound"]
 

@@ -36,11 +36,11 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.utils import check_random_state
 
-from bayesmkl._validation import MAX_TIME, Interval, validate_params
 from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._crammer_singer import CrammerSingerMKLBase, class_codes, multiclass_hinge
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._simplex import lp_norm
+from bayesmkl.estimators._validation import MAX_TIME, Interval, validate_params
 
 __all__ = ["OBSCURE", "ObscureFit", "link_weights", "obscure_certificate", "run_obscure"]
 

@@ -16,14 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from bayesmkl._validation import Interval, check_param
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._simplex import elastic_net_min_ratio, elastic_net_support
-from bayesmkl.baselines._solvers import (
-    ITERATIVE_PARAMS,
-    IterativeMKLClassifier,
-    alternating_mkl,
-)
+from bayesmkl.baselines._solvers import ITERATIVE_PARAMS, IterativeMKLClassifier, alternating_mkl
+from bayesmkl.estimators._validation import Interval, check_param
 
 
 def check_v(v) -> float:

@@ -28,7 +28,6 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from bayesmkl._validation import check_choice, check_positive
 from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._simplex import (
@@ -47,6 +46,7 @@ from bayesmkl.baselines._solvers import (
     solve_at_weights,
 )
 from bayesmkl.baselines.lpmkl import solve_lp_mkl
+from bayesmkl.estimators._validation import check_choice, check_positive
 
 LOSSES = ("hinge", "square_hinge", "square")
 

@@ -20,7 +20,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesmkl._checks import scaled_sd
 from bayesmkl.kernels import custom
 from bayesmkl.kernels import functions as F
 from bayesmkl.kernels._checks import (
@@ -32,6 +31,7 @@ from bayesmkl.kernels._checks import (
     spec_columns,
 )
 from bayesmkl.kernels.spec import KernelSpec
+from bayesmkl.posterior.checks import scaled_sd
 
 __all__ = ["compute_kernels", "custom_kernel", "plan", "standardise", "training_row_means"]
 

@@ -10,7 +10,7 @@ Conventions (docs/math.md §7.2)
 * Linear: ``k(x, z) = x^T z``.
 
 Every function here is pure: it takes arrays and returns JAX arrays; the public ones compute in
-float64 whatever the caller's ``jax_enable_x64`` (see :mod:`bayesmkl._x64`). Nothing is
+float64 whatever the caller's ``jax_enable_x64`` (see :mod:`bayesmkl.config`). Nothing is
 normalised or centred here except by :func:`center_cross_kernels` and
 :func:`normalize_cross_kernels`, which implement the pool's preprocessing on precomputed blocks.
 
@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesmkl._docs import fill_doc
-from bayesmkl._x64 import with_x64
+from bayesmkl.config import with_x64
 
 __all__ = [
     "center_cross_kernels",

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from bayesmkl._x64 import with_x64
+from bayesmkl.config import with_x64
 from bayesmkl.kernels._checks import (
     MEMORY_LIMIT_ENV,
     KernelMemoryError,

@@ -10,7 +10,7 @@ source) this writes, from what the package itself declares public:
 **Public** means: every name in ``bayesmkl.__all__``, and every name in the ``__all__`` of each
 top-level module or subpackage of ``bayesmkl`` whose name does not start with ``_``; a public
 module without ``__all__`` contributes the classes and functions it defines whose names do not
-start with ``_``. Submodules of subpackages (``bayesmkl.inference.moves``) are not listed: the
+start with ``_``. Submodules of subpackages (``bayesmkl.sampler.moves``) are not listed: the
 subpackage's ``__all__`` is its public face. So a new estimator added to ``bayesmkl.__all__``,
 or a new public module, gets its pages with no edit here.
 

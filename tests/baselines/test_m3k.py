@@ -21,11 +21,7 @@ from oracles import rel
 from sklearn.exceptions import ConvergenceWarning
 
 from bayesmkl.baselines import M3K
-from bayesmkl.baselines._crammer_singer import (
-    box_upper,
-    project_capped_zero_sum,
-    solve_cs_dual,
-)
+from bayesmkl.baselines._crammer_singer import box_upper, project_capped_zero_sum, solve_cs_dual
 from bayesmkl.baselines._solvers import WeightedSVMs
 from bayesmkl.baselines._svm import combine
 from bayesmkl.baselines.m3k import PlaneBound

@@ -1,4 +1,5 @@
-"""sample_weight / class_weight of the baselines and the shared helper (bayesmkl/_weights.py).
+"""sample_weight / class_weight of the baselines and the shared helper
+(bayesmkl/estimators/_weights.py).
 
 For a C-SVC a sample weight scales the point's box, ``0 ≤ α_i ≤ C·s_i``; the combined dual of a
 row repeated k times is that of one row with ``C_i = kC``, and a zero weight forces ``α_i = 0``.
@@ -21,7 +22,6 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import balanced_accuracy_score
 
 from bayesmkl import KernelPool
-from bayesmkl._weights import check_class_weight, effective_sample_weight
 from bayesmkl.baselines import (
     BEMKL,
     BM3KLMAP,
@@ -35,6 +35,7 @@ from bayesmkl.baselines import (
     SimpleMKL,
     SoftMarginMKL,
 )
+from bayesmkl.estimators._weights import check_class_weight, effective_sample_weight
 
 TOL = 1e-7
 WEIGHT_ATOL = 3e-5

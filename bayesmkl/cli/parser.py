@@ -1,0 +1,221 @@
+"""The argument parser of the ``bayesmkl`` command (:mod:`bayesmkl.cli` runs it).
+
+Building the parser imports neither JAX nor the estimators, so ``bayesmkl --help`` is quick;
+the names of the priors and moves are therefore written out here, and
+``tests/test_api_conventions.py`` checks them against :mod:`bayesmkl.model.classification` and
+:mod:`bayesmkl.sampler.moves`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from bayesmkl.model.bounds import HYPER_BOUNDS
+
+__all__ = ["CALIBRATIONS", "DEMO_MAX_TIME", "HYPER_OPTIONS", "MOVE_NAMES", "PRIOR_NAMES",
+           "TASKS", "build_parser"]  # fmt: skip
+
+PROG = "bayesmkl"
+
+# ----------------------------------------------------------------------------------------
+# argument parsing
+# ----------------------------------------------------------------------------------------
+
+
+#: Sampling budget of ``bayesmkl demo`` in seconds: a safety cap (the default prior reaches the
+#: targets in well under it on breast cancer; with --calibration cv, 3 refits follow).
+DEMO_MAX_TIME = 120.0
+#: Kernel-weight moves offered by the CLI (``bayesmkl.sampler.moves.MOVES``, without importing
+#: JAX to build the parser).
+MOVE_NAMES = ("collapsed_log", "collapsed", "gibbs", "exact", "rmala", "paper", "stable")
+
+#: The model's hyper-parameters as options ``--name`` (name, symbol); each defaults to the value
+#: of the named ``--prior`` (``bayesmkl.model.classification.PRIORS``, whose names are written out
+#: here so that
+#: building the parser does not import JAX; tests/test_api_conventions.py checks both).
+HYPER_OPTIONS = (
+    ("gamma0", "γ0"),
+    ("beta_a", "β_a"),
+    ("alpha_a", "α_a"),
+    ("eta", "η, Dirichlet concentration"),
+    ("kappa", "κ"),
+    ("bias_prior_var", "τ, prior variance of the biases"),
+)
+PRIOR_NAMES = ("default", "paper")
+#: ``fit --task`` choices, the first the default.
+TASKS = ("classification", "regression")
+#: ``--calibration`` choices, the first the default (``none`` is ``calibration=None``).
+CALIBRATIONS = ("loo", "cv", "none")
+
+
+def _or_auto(cast, what: str):
+    """An argparse ``type``: the word ``auto``, or ``cast(text)`` (``what`` names it in errors)."""
+
+    def parse(text: str):
+        if text == "auto":
+            return text
+        try:
+            return cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what} or 'auto'; got {text!r}") from None
+
+    return parse
+
+
+def _add_sampler_args(p, *, chains_default: int, max_time_default=None) -> None:
+    g = p.add_argument_group("sampler and hyper-parameters")
+    g.add_argument(
+        "--num-warmup",
+        type=int,
+        default=300,
+        metavar="N",
+        help="Gibbs sweeps discarded (default 300; the paper: 180)",
+    )
+    g.add_argument(
+        "--num-samples",
+        type=_or_auto(int, "an integer"),
+        default="auto",
+        metavar="N",
+        help="sweeps kept per chain, or 'auto' (default): until R-hat <= 1.01 and bulk ESS "
+        ">= 400 on the kernel weights and held-in decision values, or the budget",
+    )
+    g.add_argument(
+        "--max-samples",
+        type=int,
+        default=5000,
+        metavar="N",
+        help="budget of sweeps per chain for --num-samples auto (default 5000)",
+    )
+    g.add_argument(
+        "--max-time",
+        type=float,
+        default=max_time_default,
+        metavar="S",
+        help="time budget in seconds for --num-samples auto, calibration refits excluded "
+        f"(default {max_time_default})",
+    )
+    g.add_argument(
+        "--chains",
+        type=int,
+        default=chains_default,
+        metavar="N",
+        help=f"number of chains (default {chains_default})",
+    )
+    g.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
+    _add_choice(g, "--prior", PRIOR_NAMES, "named hyper-parameters (the paper's: 'paper')")
+    for name, symbol in HYPER_OPTIONS:
+        flag = "--" + name.replace("_", "-")
+        lo, hi = HYPER_BOUNDS[name]  # refused outside (main): there the arithmetic fails
+        text = f"{symbol} (default: the prior's; allowed {lo:g} to {hi:g})"
+        g.add_argument(flag, type=float, default=None, help=text)
+    g.add_argument(
+        "--sampler",
+        choices=MOVE_NAMES,
+        default="collapsed_log",
+        help="kernel-weight move (default collapsed_log; paper and stable are biased)",
+    )
+    g.add_argument("--step-size", type=float, default=0.01, help="ε (default 0.01)")
+    g.add_argument("--n-leapfrog", type=int, default=10, help="L (default 10)")
+    _add_choice(g, "--nu-update", ("gibbs", "collapsed"), "update of the TPBN scales ν")
+    _add_choice(g, "--binary-mode", ("single", "ova"), "two classes: one classifier or one-vs-all")
+    _add_choice(
+        g,
+        "--kernel-dtype",
+        ("float64", "float32"),
+        "storage of the kernels; float32 halves their memory",
+    )
+    _add_choice(
+        g,
+        "--calibration",
+        CALIBRATIONS,
+        "probability map: PSIS-LOO on the one posterior (loo), 3-fold refits (cv), or none",
+    )
+    g.add_argument("--raw-proba", action="store_true", help="the same as --calibration none")
+    g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def _add_choice(parser, flag: str, choices: tuple, text: str) -> None:
+    """Add ``flag`` taking one of ``choices``; the first is the default, named in the help."""
+    parser.add_argument(
+        flag, choices=choices, default=choices[0], help=f"{text} (default {choices[0]})"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``bayesmkl`` command."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Bayesian multiple kernel learning (BM3KL, Du et al. 2016).",
+    )
+    from bayesmkl import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="{demo,fit,predict}")
+
+    p = sub.add_parser(
+        "demo",
+        help="fit BM3KL on the bundled breast-cancer data",
+        description="Fit BM3KL on scikit-learn's breast-cancer data (stratified "
+        "70/30 split, seed 0, 16-kernel pool, the default prior, 4 chains sampled until "
+        "converged or for --max-time seconds); print "
+        "metrics, kernel weights and ESS/R-hat; write PNG figures and the fit.",
+    )
+    p.add_argument(
+        "--out",
+        default="bayesmkl-demo",
+        metavar="DIR",
+        help="output directory (default bayesmkl-demo)",
+    )
+    _add_sampler_args(p, chains_default=4, max_time_default=DEMO_MAX_TIME)
+
+    p = sub.add_parser(
+        "fit",
+        help="fit on a CSV file (label or target in the last column)",
+        description="Fit BM3KL on a numeric CSV whose last column is the class "
+        "label, or with --task regression the numeric target (BM3KLRegressor); an optional "
+        "header row is detected. Print test metrics and save the model, figures included, "
+        "into --out.",
+    )
+    p.add_argument("data", metavar="DATA.csv")
+    _add_choice(p, "--task", TASKS, "what the last column is: a class label or a target")
+    _add_choice(p, "--pool", ("bsvm16", "simplemkl"), "kernel pool")
+    p.add_argument(
+        "--test-size",
+        type=float,
+        default=0.3,
+        help="held-out fraction, stratified when possible; 0 trains on all (default 0.3)",
+    )
+    p.add_argument(
+        "--epsilon",
+        type=_or_auto(float, "a number"),
+        default=None,
+        metavar="E",
+        help="--task regression: half-width ε of the insensitive tube in the target's units, "
+        "or 'auto' (default: learnt, with its prior)",
+    )
+    p.add_argument("--split-seed", type=int, default=0, help="seed of the split (default 0)")
+    p.add_argument(
+        "--out",
+        default="bayesmkl-model",
+        metavar="DIR",
+        help="output directory (default bayesmkl-model); the model is DIR/model.nc",
+    )
+    _add_sampler_args(p, chains_default=4)
+
+    p = sub.add_parser(
+        "predict",
+        help="class probabilities (or predictive intervals) for the rows of a CSV file",
+        description="Write the posterior predictive class probabilities (one "
+        "column per class) and the predicted label of each row as CSV; for a regression "
+        "model, the predictive mean, standard deviation and 90% interval of each row.",
+    )
+    p.add_argument("model", metavar="MODEL.nc", help="a model written by 'bayesmkl fit'")
+    p.add_argument("data", metavar="DATA.csv")
+    p.add_argument("--out", metavar="probs.csv", help="output CSV (default: stdout)")
+    p.add_argument(
+        "--has-label",
+        action="store_true",
+        help="the last column is a label (target): drop it and report accuracy (RMSE and "
+        "the 90%% interval's coverage)",
+    )
+    return parser

@@ -1,0 +1,1 @@
+"""The scikit-learn estimators of BM³KL: the classifier and the regressor."""

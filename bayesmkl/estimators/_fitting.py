@@ -1,0 +1,343 @@
+"""What :meth:`BM3KLClassifier.fit <bayesmkl.BM3KLClassifier.fit>` needs around the sampler.
+
+Seeds (:func:`make_rng_key`), JAX's persistent compilation cache
+(:func:`enable_compilation_cache`), validation of the estimator's parameters and of ``fit``'s
+input (:func:`validate_params`, :func:`validate_fit_input`) and the quantities whose R-hat and
+ESS decide the run length (:func:`run_monitor`).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import jax
+import numpy as np
+from sklearn.utils import check_random_state
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import (
+    check_array,
+    column_or_1d,
+    validate_data,
+)
+
+from bayesmkl.estimators._validation import (
+    HYPER_BOUNDS,
+    Interval,
+    Options,
+    check_hyper,
+    check_param,
+    validate_labels,
+)
+from bayesmkl.estimators._validation import check_choice as _choice
+from bayesmkl.estimators._validation import check_int as _integer
+from bayesmkl.estimators._validation import check_positive as _positive
+from bayesmkl.estimators._weights import check_class_weight
+from bayesmkl.kernels.input import NAMED_POOLS, KernelInput
+from bayesmkl.kernels.pool import KernelPool
+from bayesmkl.model.classification import PRIORS, Hyper
+from bayesmkl.posterior.checks import check_kernel_scale, check_label_types
+from bayesmkl.posterior.predictive import draw_decision_values
+from bayesmkl.sampler.moves import MOVES
+from bayesmkl.sampler.state import NU_UPDATES
+
+__all__ = [
+    "AUTO_CHUNK",
+    "EXTRA_FIELDS",
+    "RUN_CHUNK",
+    "centres_pool",
+    "enable_compilation_cache",
+    "make_rng_key",
+    "describe_quantity",
+    "resolve_hyper",
+    "unconverged_message",
+    "run_monitor",
+    "validate_fit_input",
+    "validate_params",
+]
+
+#: Post-warm-up sweeps between two convergence checks of a ``num_samples="auto"`` run.
+AUTO_CHUNK = 250
+#: Sweeps per call of the compiled loop: the time budget and the progress bar act between two
+#: calls, so it is short; every call has the same length, so the loop is compiled once.
+RUN_CHUNK = 50
+#: Most training points whose decision values the run-length rule monitors (a fixed random
+#: subset above this; R-hat/ESS of every point of a large set would cost more than the sweeps).
+MAX_MONITORED_POINTS = 500
+
+#: NumPyro extra fields collected during sampling (become ``sample_stats_``).
+EXTRA_FIELDS = ("accept_prob", "diverging", "step_size", "potential_energy")
+_CHAIN_METHODS = ("sequential", "parallel", "vectorized")
+#: Constraints (:mod:`bayesmkl.estimators._validation`) of the parameters that are not a plain
+#: choice.
+_CALIBRATION = [Options("cv", "loo"), None, Interval("int", 2, None, closed="left")]
+_RHAT_TARGET = [
+    Interval("real", 1, None, closed="neither", allow_inf=True, description="a number > 1")
+]
+
+
+def enable_compilation_cache(cache_dir=None, *, min_compile_time_secs: float = 1.0):
+    """Switch on JAX's persistent compilation cache (a directory of compiled programs).
+
+    One BM3KL sweep takes seconds to compile, once per data shape and sampler configuration
+    (move, step size, L, run length). The model hyper-parameters (η, α_a, β_a, κ, τ, γ0) travel
+    in the sampler state, so they do not change the program: with the cache, later fits of the
+    same shape and configuration — a grid search over ``beta_a`` or ``gamma0`` included — load
+    the compiled program instead, in this process or another. Call it before fitting.
+
+    :meth:`BM3KLClassifier.fit <bayesmkl.BM3KLClassifier.fit>` calls it with the default
+    directory, so the cache is on unless ``$BAYESMKL_CACHE_DIR`` is ``off``.
+
+    Parameters
+    ----------
+    cache_dir : str or Path, optional
+        Directory; default ``$BAYESMKL_CACHE_DIR`` or ``$XDG_CACHE_HOME/bayesmkl/jax``
+        (``~/.cache/bayesmkl/jax``).
+    min_compile_time_secs : float, default 1.0
+        Only programs that took at least this long to compile are stored.
+
+    Returns
+    -------
+    str or None
+        The directory in use, or ``None`` when it cannot be created.
+    """
+    import os
+    from pathlib import Path
+
+    if jax.config.jax_compilation_cache_dir:
+        return jax.config.jax_compilation_cache_dir
+    env = os.environ.get("BAYESMKL_CACHE_DIR")
+    if cache_dir is None and env == "off":
+        return None
+    if cache_dir is None:
+        xdg = os.environ.get("XDG_CACHE_HOME") or (Path.home() / ".cache")
+        cache_dir = env or (Path(xdg) / "bayesmkl" / "jax")
+    try:
+        Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    jax.config.update("jax_compilation_cache_dir", str(cache_dir))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time_secs))
+    try:  # JAX decides once per process whether the cache is used; let it decide again
+        from jax._src import compilation_cache
+
+        compilation_cache.reset_cache()
+    except Exception:  # pragma: no cover - private API moved
+        pass
+    return str(cache_dir)
+
+
+def make_rng_key(random_state):
+    """A JAX PRNG key and the integer seed it came from.
+
+    Parameters
+    ----------
+    random_state : None, int, numpy.random.RandomState or numpy.random.Generator
+        An int is used as the seed; ``None`` draws a seed from NumPy's global generator; a
+        ``RandomState``/``Generator`` draws the seed from that generator (advancing it).
+
+    Returns
+    -------
+    key : jax.Array
+        ``jax.random.key(seed)``.
+    seed : int
+    """
+    if isinstance(random_state, np.random.Generator):
+        seed = int(random_state.integers(0, 2**31 - 1))
+    elif isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        seed = int(random_state)
+        if seed < 0:
+            raise ValueError(f"random_state must be a non-negative integer; got {seed}")
+    elif random_state is None or isinstance(random_state, np.random.RandomState):
+        seed = int(check_random_state(random_state).randint(0, 2**31 - 1))
+    else:
+        raise ValueError(
+            "random_state must be None, an int, a numpy RandomState or a numpy Generator; got "
+            f"{random_state!r}"
+        )
+    return jax.random.key(seed), seed
+
+
+def validate_params(est) -> None:
+    """Check the constructor parameters of a :class:`~bayesmkl.BM3KLClassifier` (ValueError)."""
+    k = est.kernels
+    if not (
+        isinstance(k, KernelPool) or (isinstance(k, str) and k in NAMED_POOLS + ("precomputed",))
+    ):
+        raise ValueError(
+            f"kernels={k!r} is not understood: use one of "
+            f"{NAMED_POOLS + ('precomputed',)} or a bayesmkl.KernelPool"
+        )
+    if est.sampler not in MOVES:
+        raise ValueError(f"unknown sampler={est.sampler!r}; choose one of {MOVES}")
+    _choice("chain_method", est.chain_method, _CHAIN_METHODS)
+    _choice("nu_update", est.nu_update, NU_UPDATES)
+    _choice("binary_mode", est.binary_mode, ("single", "ova"))
+    _choice("decision", est.decision, ("proba", "mean_f"))
+    check_param("calibration", est.calibration, _CALIBRATION)
+    if est.kernel_dtype is not None:
+        _choice("kernel_dtype", str(np.dtype(est.kernel_dtype)), ("float64", "float32"))
+    _choice("prior", est.prior, tuple(PRIORS))
+    for name in HYPER_BOUNDS:  # the ranges where the arithmetic stays finite (issue 22)
+        if getattr(est, name) is not None:  # None: the named prior's value
+            check_hyper(name, getattr(est, name))
+    _positive("step_size", est.step_size)
+    _integer("n_leapfrog", est.n_leapfrog, 1)
+    _integer("num_warmup", est.num_warmup, 0)
+    if est.num_samples != "auto":
+        _integer("num_samples", est.num_samples, 1)
+    check_param("rhat_target", est.rhat_target, _RHAT_TARGET)
+    _positive("ess_target", est.ess_target)
+    _integer("max_samples", est.max_samples, 1)
+    if est.max_time is not None:
+        _positive("max_time", est.max_time)
+    _integer("num_chains", est.num_chains, 1)
+    if not isinstance(est.warm_start, bool | np.bool_):
+        raise ValueError(f"warm_start must be True or False; got {est.warm_start!r}")
+    check_class_weight(est.class_weight)
+
+
+def set_fitted_attributes(est, attrs: dict) -> None:
+    """Set further fitted attributes on ``est`` as given (``_set_fitted``'s ``**attrs``); their
+    names must end in ``_``."""
+    for name, value in attrs.items():
+        if not name.endswith("_"):
+            raise ValueError(f"_set_fitted: {name!r} is not a fitted attribute name")
+        setattr(est, name, value)
+
+
+def unconverged_message(
+    report,
+    worst: str,
+    rhat_target,
+    ess_target,
+    *,
+    who: str = "BM3KL",
+    watched: str = "kernel weight and training decision value",
+) -> str:
+    """The ``ConvergenceWarning`` text of an unconverged run (``worst``: the slowest quantity in
+    words, :func:`describe_quantity`; ``who`` the estimator, ``watched`` the quantities the
+    targets apply to)."""
+    how = (
+        "ran its fixed num_samples"
+        if report.stopped_by == "num_samples"
+        else f"stopped at its {report.stopped_by} budget"
+    )
+    if report.num_samples == 0:
+        how += " during warm-up (the draws kept are the last warm-up sweeps)"
+    return (
+        f"{who} {how} after {report.num_samples} sweeps per chain ({report.seconds:.0f} s) "
+        f"without reaching R-hat <= {rhat_target} and bulk ESS >= {ess_target} on every "
+        f"{watched}: max R-hat {report.rhat_max:.3f}, min bulk ESS "
+        f"{report.ess_bulk_min:.0f}; the slowest is {worst} ({report.worst}). Raise "
+        "num_samples/max_samples/max_time, or read the intervals as unconverged."
+    )
+
+
+def resolve_hyper(est) -> Hyper:
+    """The model hyper-parameters of a fit: the named ``prior``'s, each replaced by the
+    estimator's own parameter where that is not ``None`` (checked by :func:`validate_params`)."""
+    own = {k: getattr(est, k) for k in Hyper._fields}
+    return PRIORS[est.prior]._replace(**{k: v for k, v in own.items() if v is not None})
+
+
+def check_precomputed_stack(X):
+    """``X`` as a checked kernel stack ``(P, N, N)`` for ``kernels="precomputed"``."""
+    Xk = check_array(
+        X, allow_nd=True, ensure_2d=False, dtype=(np.float64, np.float32), input_name="K"
+    )
+    if Xk.ndim != 3 or Xk.shape[1] != Xk.shape[2]:
+        raise ValueError(
+            "with kernels='precomputed', fit expects a kernel stack of shape (P, N, N); "
+            f"got shape {Xk.shape}"
+        )
+    return Xk
+
+
+def fit_kernel_input(est, Xk, *, center=False):
+    """``(KernelInput, K (P, N, N))`` of ``est``'s kernels on validated input ``Xk``
+    (``center``: centre a named pool)."""
+    dtype = None if est.kernel_dtype is None else str(np.dtype(est.kernel_dtype))
+    return KernelInput.fit(
+        est.kernels, Xk, dtype=dtype, kernel_names=est.kernel_names,
+        feature_names=getattr(est, "feature_names_in_", None), center=center,
+    )  # fmt: skip
+
+
+def centres_pool(est, n_classes: int) -> bool:
+    """Whether ``fit`` centres the kernels in feature space: the named pool ``"bsvm16"`` under
+    the default prior, with three or more classes (C ≥ 3 one-vs-all classifiers).
+
+    Why (docs/math.md §7.2; ``benchmarks/results/prior_accuracy*.md``). Under
+    f = K_w a with a ~ N(0, ν), a kernel's prior variance of f at x is Σ_i K(x, x_i)²: on mfeat's
+    standardised features 337 for the widest Gaussian (σ = 64, nearly constant, so ≈ N) against
+    15 centred. One-vs-all classifiers (nine negatives per positive on 10 classes) need large
+    offsets; the uncentred posterior carried them with that kernel (0.91 of the weight) and
+    underfit, while centred the bias carries them: on mfeat-fou (500 points, 10 classes) test
+    accuracy +5.0 points and log-loss −0.148, glass log-loss −0.033. On binary sets centring
+    raised sonar's and heart's log-loss by 0.03, so two classes are not centred (in either
+    ``binary_mode``: the two one-vs-all problems of ``"ova"`` are one problem mirrored); nor is
+    the paper's preset, which reproduces the paper's set-up.
+    """
+    named = isinstance(est.kernels, str) and est.kernels == "bsvm16"
+    return named and n_classes > 2 and est.prior == "default"
+
+
+def validate_fit_input(est, X, y):
+    """Validated ``(kernel input, K (P, N, N), classes, codes, y)`` of ``est.fit``; sets
+    ``est.n_features_in_`` (and the feature names) for feature input."""
+    if est.kernels == "precomputed":
+        Xk = check_precomputed_stack(X)
+        n = Xk.shape[1]
+    else:
+        Xk = validate_data(est, X, dtype=np.float64, ensure_min_samples=2)
+        n = Xk.shape[0]
+    check_label_types(y)
+    y = column_or_1d(y, warn=True)
+    check_classification_targets(y)
+    classes, codes = validate_labels(y, n)
+    kin, K = fit_kernel_input(est, Xk, center=centres_pool(est, len(classes)))
+    if est.kernels == "precomputed":
+        check_kernel_scale(K, kin.names)
+    return kin, K, classes, codes, y
+
+
+def run_monitor(K, seed):
+    """``monitor(draws) -> {"w": (chains, draws, P), "f": (chains, draws, n·C)}``: what the
+    run-length rule checks. ``f`` are held-in decision values of at most
+    ``MAX_MONITORED_POINTS`` training points (a subset fixed by ``seed``)."""
+    N = K.shape[-1]
+    idx = np.arange(N)
+    if N > MAX_MONITORED_POINTS:
+        rng = np.random.default_rng(seed)
+        idx = np.sort(rng.choice(N, MAX_MONITORED_POINTS, replace=False))
+    K_sub = np.asarray(K)[:, idx, :]
+
+    def monitor(draws):
+        w, a, b = (np.asarray(draws[k]) for k in ("w", "a", "b"))
+        chains, n_draws = w.shape[:2]
+        flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
+        F = np.asarray(draw_decision_values(flat(w), flat(a), flat(b), K_sub))
+        return {"w": w, "f": F.reshape(chains, n_draws, -1)}
+
+    monitor.points = idx
+    return monitor
+
+
+def describe_quantity(name: str, kernel_names, classes, points, n_classifiers: int) -> str:
+    """A monitored quantity in words: ``"w[3]"`` → ``"the weight of kernel gauss(s=1)"``,
+    ``"f[41]"`` → ``"the decision value of training point 20 (class 'b')"``.
+
+    ``points`` are the monitored training points (``monitor.points`` of :func:`run_monitor`),
+    ``n_classifiers`` the number C of one-vs-all problems (1 for a single binary classifier).
+    """
+    if "[" not in name:
+        return name
+    site, j = name[:-1].split("[")
+    j = int(j)
+    if site == "w":
+        return f"the weight of kernel {kernel_names[j]}"
+    if site == "f":
+        i, c = divmod(j, int(n_classifiers))
+        which = "" if n_classifiers == 1 else f" for class {classes[c].item()!r}"
+        return f"the decision value of training point {int(points[i])}{which}"
+    return name

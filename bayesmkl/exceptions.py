@@ -1,0 +1,29 @@
+"""The errors and warnings that bayesmkl raises, for ``except`` clauses and warning filters."""
+
+__all__ = [
+    "ExtremeDecisionWarning",
+    "KernelScaleWarning",
+    "NonFinitePredictionError",
+    "SamplerDivergenceError",
+    "SamplerDivergenceWarning",
+]
+
+
+class SamplerDivergenceError(FloatingPointError):
+    """The sampler produced non-finite draws; the fit cannot be used."""
+
+
+class SamplerDivergenceWarning(RuntimeWarning):
+    """Some kept sweeps were flagged ``diverging``; the draws may be unreliable."""
+
+
+class NonFinitePredictionError(FloatingPointError):
+    """A prediction (decision value or probability) would have been NaN or infinite."""
+
+
+class ExtremeDecisionWarning(RuntimeWarning):
+    """Decision values so large that the predictive probabilities are meaningless."""
+
+
+class KernelScaleWarning(UserWarning):
+    """Precomputed kernels far from the unit diagonal that BM3KL's prior is scaled for."""

@@ -1,0 +1,434 @@
+"""Save and load fitted :class:`~bayesmkl.BM3KLClassifier` and :class:`~bayesmkl.BM3KLRegressor`
+objects as one netCDF file.
+
+Layout (written with the ``h5netcdf`` engine; readable by ``arviz``/``xarray.open_datatree``):
+
+* the groups of the estimator's ``to_datatree``: ``posterior``, ``sample_stats``,
+  ``observed_data`` (and ``log_likelihood``);
+* ``kernel_pool`` (absent for ``kernels="precomputed"``): the fitted pool's arrays
+  ``X_fit (train_obs, feature)`` (standardised training points, needed for cross kernels),
+  ``mean``/``scale`` ``(feature,)`` and, for centred pools, ``row_means (kernel, train_obs)``
+  and ``grand_means (kernel,)``;
+* root attributes ``bayesmkl_params`` (the constructor parameters, JSON),
+  ``bayesmkl_state`` (the estimator's class name, kernel names, pool recipe and options, seed,
+  the run report (``run_report_``: converged or not, what stopped the run, R-hat, ESS);
+  the classifier's classes and calibration map, or the regressor's standardisation of y and κ;
+  JSON) and
+  ``bayesmkl_format``.
+
+Draws and pool arrays are float64 and round-trip bitwise, so predictions after loading
+(:meth:`BM3KLClassifier.load`, which calls :func:`read` and sets the fitted state) equal those
+before :func:`save`. This module reads and writes parameters and state; it never imports the
+estimator. No pickle is used: a file cannot run code when loaded.
+
+Integrity (format 2): after writing, the SHA-256 of the stored bytes of every HDF5 dataset
+(every array and coordinate of every group) and of the two JSON attributes is recorded in the
+root attribute ``bayesmkl_sha256``; :func:`read` recomputes them before decoding anything and
+raises a ``ValueError`` naming the file and the arrays when one differs, so a flipped byte in
+the draws or the pool can never change predictions silently. :func:`save` refuses draws that
+are not finite, and :func:`read` refuses them too (files written before the checks existed).
+The file is written to a temporary name and renamed, so a failed save leaves no partial file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from bayesmkl.io._integrity import one_line as _one_line
+from bayesmkl.io._integrity import refuse_nonfinite as _refuse_nonfinite
+from bayesmkl.io._integrity import verify_checksums as _verify_checksums
+from bayesmkl.io._integrity import write_checksums as _write_checksums
+from bayesmkl.kernels.input import KernelInput
+from bayesmkl.kernels.pool import KernelPool, KernelSpec
+from bayesmkl.posterior import diagnostics
+from bayesmkl.sampler.runlength import RunReport
+
+__all__ = ["FORMAT_VERSION", "pool_from_state", "pool_to_state", "read", "save", "saved_estimator"]
+
+FORMAT_VERSION = 2
+CLASSIFIER, REGRESSOR = "BM3KLClassifier", "BM3KLRegressor"
+_POOL_ARRAYS = {
+    "X_fit_": ("X_fit", ("train_obs", "feature")),
+    "mean_": ("mean", ("feature",)),
+    "scale_": ("scale", ("feature",)),
+    "row_means_": ("row_means", ("kernel", "train_obs")),
+    "grand_means_": ("grand_means", ("kernel",)),
+}
+
+
+# ----------------------------------------------------------------------------------------
+# kernel pools
+# ----------------------------------------------------------------------------------------
+
+
+def _spec_to_json(s: KernelSpec) -> dict:
+    feats = s.features if isinstance(s.features, str) else list(s.features)
+    if s.family in ("callable", "sklearn"):
+        raise ValueError(
+            f"kernel '{s.name}' is a user callable or a scikit-learn kernel object, which a "
+            "netCDF file cannot hold (and loading must not run code); save the estimator with "
+            "pickle/joblib instead, or use a pairwise kernel name such as ('rbf', {'gamma': g})"
+        )
+    param = dict(s.param) if s.family == "pairwise" else s.param
+    return {
+        "kind": s.kind,
+        "param": param,
+        "features": feats,
+        "label": s.label,
+        "display_name": s.display_name,
+    }
+
+
+def pool_to_state(pool: KernelPool) -> tuple[dict, dict]:
+    """Split a (fitted or unfitted) pool into JSON-able options and its arrays.
+
+    Returns
+    -------
+    meta : dict
+        ``recipe`` (list of spec dicts) and the options ``standardize, normalize, center,
+        dtype, poly_offset, n_features``, plus ``n_features_in`` and ``feature_names_in``
+        (column names that name the kernels, or ``None``) when fitted.
+    arrays : dict of str → ndarray
+        The fitted statistics (empty for an unfitted pool).
+    """
+    meta = {
+        "recipe": [_spec_to_json(s) for s in pool.recipe],
+        "standardize": bool(pool.standardize),
+        "normalize": bool(pool.normalize),
+        "center": bool(pool.center),
+        "dtype": np.dtype(pool.dtype).name,
+        "poly_offset": float(pool.poly_offset),
+        "n_features": None if pool.n_features is None else int(pool.n_features),
+    }
+    arrays = {}
+    if pool.is_fitted:
+        meta["n_features_in"] = int(pool.n_features_in_)
+        names = getattr(pool, "feature_names_in_", None)
+        meta["feature_names_in"] = None if names is None else [str(n) for n in names]
+        for attr in _POOL_ARRAYS:
+            value = getattr(pool, attr, None)
+            if value is not None:
+                arrays[attr] = np.asarray(value)
+    return meta, arrays
+
+
+def pool_from_state(meta: dict, arrays: dict | None = None) -> KernelPool:
+    """Rebuild a pool from :func:`pool_to_state` output (fitted when ``arrays`` are given).
+
+    Notes
+    -----
+    The fitted state is restored by :meth:`KernelPool.restore_fitted`, without refitting.
+    """
+    specs = [
+        KernelSpec(d["kind"], d["param"],
+                   d["features"] if isinstance(d["features"], str) else tuple(d["features"]),
+                   d.get("label"), d.get("display_name"))
+        for d in meta["recipe"]
+    ]  # fmt: skip
+    pool = KernelPool(
+        specs,
+        standardize=meta["standardize"],
+        normalize=meta["normalize"],
+        center=meta["center"],
+        dtype=np.dtype(meta["dtype"]),
+        poly_offset=meta["poly_offset"],
+        n_features=meta["n_features"],
+    )
+    if arrays:
+        pool.restore_fitted(
+            int(meta["n_features_in"]), meta.get("feature_names_in"),  # absent in older files
+            **{attr: arrays.get(attr) for attr in _POOL_ARRAYS},
+        )  # fmt: skip
+    return pool
+
+
+# ----------------------------------------------------------------------------------------
+# JSON helpers
+# ----------------------------------------------------------------------------------------
+
+
+def _params_to_json(params: dict) -> dict:
+    out = {}
+    for name, value in params.items():
+        if name == "kernels" and isinstance(value, KernelPool):
+            value = {"KernelPool": pool_to_state(value)[0]}
+        elif name == "random_state" and not (value is None or isinstance(value, int | np.integer)):
+            value = None  # generators are not stored; the seed used is in the state
+        elif name == "kernel_names" and value is not None:
+            value = [str(v) for v in value]
+        elif name == "class_weight" and isinstance(value, dict):
+            # JSON keys are strings: keep the label type by storing (label, weight) pairs
+            value = {"items": [[_plain(k), float(v)] for k, v in value.items()]}
+        elif isinstance(value, np.ndarray | list | tuple):
+            value = np.asarray(value, dtype=float).tolist()
+        elif isinstance(value, np.generic):
+            value = value.item()
+        out[name] = value
+    return out
+
+
+def _params_from_json(params: dict) -> dict:
+    params = dict(params)
+    k = params.get("kernels")
+    if isinstance(k, dict) and "KernelPool" in k:
+        params["kernels"] = pool_from_state(k["KernelPool"])
+    cw = params.get("class_weight")
+    if isinstance(cw, dict) and "items" in cw:
+        params["class_weight"] = {k: v for k, v in cw["items"]}
+    return params
+
+
+def _plain(v):
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _labels_to_json(labels: np.ndarray) -> dict:
+    labels = np.asarray(labels)
+    return {
+        "values": labels.tolist(),
+        "dtype": labels.dtype.str if labels.dtype != object else "object",
+    }
+
+
+def _labels_from_json(d: dict) -> np.ndarray:
+    return np.asarray(d["values"], dtype=np.dtype(d["dtype"]))
+
+
+# ----------------------------------------------------------------------------------------
+# save / load
+# ----------------------------------------------------------------------------------------
+
+
+def save(clf, path) -> Path:
+    """Write a fitted classifier or regressor to ``path`` (netCDF4/HDF5 via h5netcdf).
+
+    Parameters
+    ----------
+    clf : BM3KLClassifier or BM3KLRegressor
+        A fitted estimator.
+    path : str or Path
+        Output file (conventionally ``*.nc``); parent directories must exist.
+
+    Returns
+    -------
+    Path
+    """
+    from sklearn.utils.validation import check_is_fitted
+
+    check_is_fitted(clf, "posterior_")
+    path = Path(path)
+    _refuse_nonfinite(clf.posterior_, f"refusing to save {path}")
+    tree = clf.to_datatree()
+    kin = clf.kernel_input_
+    state = {
+        "estimator": type(clf).__name__,
+        "y_train": _labels_to_json(clf.y_train_),
+        "kernel_names": list(clf.kernel_names_),
+        "n_train": int(kin.n_train),
+        "n_features_in": getattr(clf, "n_features_in_", None),
+        "feature_names_in": (
+            None
+            if not hasattr(clf, "feature_names_in_")
+            else [str(v) for v in clf.feature_names_in_]
+        ),
+        "n_iter": int(clf.n_iter_),
+        "random_seed": int(clf.random_seed_),
+        "pool": None,
+        "run_report": _report_to_json(getattr(clf, "run_report_", None)),
+    }
+    if state["estimator"] == REGRESSOR:  # floats through JSON round-trip exactly
+        state.update(y_mean=float(clf.y_mean_), y_scale=float(clf.y_scale_),
+                     kappa=float(clf.kappa_))  # fmt: skip
+    else:
+        state.update(classes=_labels_to_json(clf.classes_), calibrator=_calibrator_to_json(clf))
+    if kin.pool is not None:
+        meta, arrays = pool_to_state(kin.pool)
+        state["pool"] = meta
+        ds = xr.Dataset({_POOL_ARRAYS[a][0]: (_POOL_ARRAYS[a][1], v) for a, v in arrays.items()})
+        tree["kernel_pool"] = xr.DataTree(ds)
+    tree.attrs.update({
+        "bayesmkl_format": FORMAT_VERSION,
+        "bayesmkl_version": _version(),
+        "bayesmkl_params": json.dumps(_params_to_json(clf.get_params(deep=False))),
+        "bayesmkl_state": json.dumps(state),
+    })  # fmt: skip
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tree.to_netcdf(tmp, engine="h5netcdf")
+        _write_checksums(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def read(path, *, verify: bool = True, estimator: str = CLASSIFIER) -> tuple[dict, dict]:
+    """Read an estimator written by :func:`save` as ``(params, fitted)``.
+
+    ``BM3KLClassifier(**params)._set_fitted(**fitted)`` rebuilds it (that is
+    :meth:`BM3KLClassifier.load <bayesmkl.BM3KLClassifier.load>`, and likewise
+    :meth:`BM3KLRegressor.load <bayesmkl.BM3KLRegressor.load>`); this module does not import
+    the estimators.
+
+    Parameters
+    ----------
+    path : str or Path
+    verify : bool, default True
+        Verify the SHA-256 checksums before decoding anything, and refuse a file of format 2 or
+        later whose checksum record is missing. ``False`` skips the checksums (only for a file
+        you trust; the draws are still refused when they are not finite).
+    estimator : {"BM3KLClassifier", "BM3KLRegressor"}, default "BM3KLClassifier"
+        The class the caller rebuilds; a file of the other class is refused (files written
+        before regressors could be saved hold a classifier).
+
+    Returns
+    -------
+    params : dict
+        The constructor parameters.
+    fitted : dict
+        Keyword arguments of ``_set_fitted``: the fitted state.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    ValueError
+        If the file is not a saved bayesmkl model of class ``estimator``, is damaged (a
+        checksum differs or is missing from a format-2 file, a group or attribute is malformed)
+        or holds non-finite draws; the message names the file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such model file: {path}")
+    _verify_checksums(path, verify=verify)
+    try:
+        with xr.open_datatree(path, engine="h5netcdf") as opened:
+            tree = opened.load()
+    except Exception as exc:  # a damaged file can fail in h5py, xarray or the decoders
+        raise ValueError(f"{path} is not a readable netCDF file: {_one_line(exc)}") from exc
+    if "bayesmkl_state" not in tree.attrs:
+        raise ValueError(f"{path} is a netCDF file but not a saved bayesmkl model")
+    saved = _saved_estimator(tree.attrs, path)
+    if saved != estimator:
+        raise ValueError(f"{path} holds a fitted {saved}; load it with {saved}.load")
+    try:
+        params, fitted = _from_tree(tree)
+    except Exception as exc:  # missing groups, malformed JSON, wrong shapes
+        raise ValueError(f"{path} is a damaged bayesmkl model file: {_one_line(exc)}") from exc
+    _refuse_nonfinite(fitted["posterior"], f"{path} cannot be used")
+    return params, fitted
+
+
+def _from_tree(tree) -> tuple[dict, dict]:
+    params = _params_from_json(json.loads(tree.attrs["bayesmkl_params"]))
+    state = json.loads(tree.attrs["bayesmkl_state"])
+    post = tree["posterior"].to_dataset()
+    stats = tree["sample_stats"].to_dataset()
+    pool = None
+    if state["pool"] is not None:
+        ds = tree["kernel_pool"].to_dataset()
+        arrays = {a: np.asarray(ds[name].values) for a, (name, _) in _POOL_ARRAYS.items()
+                  if name in ds}  # fmt: skip
+        pool = pool_from_state(state["pool"], arrays)
+    kin = KernelInput(pool=pool, names=list(state["kernel_names"]), n_train=int(state["n_train"]))
+    fitted = dict(
+        kernel_input=kin,
+        y_train=_labels_from_json(state["y_train"]),
+        posterior={k: np.asarray(post[k].values) for k in post.data_vars},
+        sample_stats=diagnostics.sample_stats_from_arviz(
+            {k: stats[k].values for k in stats.data_vars}
+        ),
+        n_iter=int(state["n_iter"]),
+        random_seed=int(state["random_seed"]),
+    )
+    if state.get("run_report") is not None:  # absent from files written before it was kept
+        fitted["run_report_"] = RunReport(**state["run_report"])
+    if state.get("estimator", CLASSIFIER) == REGRESSOR:
+        from bayesmkl.posterior.regression import unsqueeze_posterior
+
+        fitted["posterior"] = unsqueeze_posterior(fitted["posterior"])
+        fitted.update(y_mean=float(state["y_mean"]), y_scale=float(state["y_scale"]),
+                      kappa_=float(state["kappa"]),
+                      log_likelihood_=np.asarray(tree["log_likelihood"]["y"].values))  # fmt: skip
+    else:
+        fitted.update(classes=_labels_from_json(state["classes"]),
+                      **_calibrator_from_json(state.get("calibrator"), tree))  # fmt: skip
+    if state["n_features_in"] is not None:
+        fitted["n_features_in_"] = int(state["n_features_in"])
+    if state["feature_names_in"] is not None:
+        fitted["feature_names_in_"] = np.asarray(state["feature_names_in"], dtype=object)
+    return params, fitted
+
+
+def _report_to_json(report) -> dict | None:
+    """A :class:`~bayesmkl.sampler.runlength.RunReport` as plain JSON values."""
+    if report is None:
+        return None
+    return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in report._asdict().items()}
+
+
+def saved_estimator(path) -> str:
+    """The class name of the estimator saved in ``path``: ``"BM3KLClassifier"`` or
+    ``"BM3KLRegressor"`` (read from the file's attributes; :func:`read` verifies the rest).
+
+    Raises ``FileNotFoundError`` for a missing file and ``ValueError`` naming the file when it
+    is not a readable netCDF file or not a saved bayesmkl model.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such model file: {path}")
+    try:
+        with xr.open_datatree(path, engine="h5netcdf") as opened:
+            attrs = dict(opened.attrs)
+    except Exception as exc:  # a damaged file can fail in h5py, xarray or the decoders
+        raise ValueError(f"{path} is not a readable netCDF file: {_one_line(exc)}") from exc
+    if "bayesmkl_state" not in attrs:
+        raise ValueError(f"{path} is a netCDF file but not a saved bayesmkl model")
+    return _saved_estimator(attrs, path)
+
+
+def _saved_estimator(attrs, path) -> str:
+    """The class name a file was saved from (files before regressors: a classifier)."""
+    try:
+        name = json.loads(attrs["bayesmkl_state"]).get("estimator", CLASSIFIER)
+    except Exception as exc:
+        raise ValueError(f"{path} is a damaged bayesmkl model file: {_one_line(exc)}") from exc
+    if name not in (CLASSIFIER, REGRESSOR):
+        raise ValueError(f"{path} holds an estimator bayesmkl cannot load: {name!r}")
+    return name
+
+
+def _calibrator_to_json(clf):
+    """Calibration map and out-of-fold log predictive as JSON (floats round-trip exactly)."""
+    cal = getattr(clf, "calibrator_", None)
+    oof = getattr(clf, "oof_log_predictive_", None)
+    return {"map": None if cal is None else cal.to_dict(),
+            "oof_log_predictive": None if oof is None else np.asarray(oof).tolist()}  # fmt: skip
+
+
+def _calibrator_from_json(d, tree) -> dict:
+    """Inverse of :func:`_calibrator_to_json` as fitted attributes; the log-likelihood comes
+    from its tree group."""
+    from bayesmkl.posterior.calibration import Calibrator
+
+    d = d or {}
+    oof = d.get("oof_log_predictive")
+    out = {
+        "calibrator_": None if d.get("map") is None else Calibrator.from_dict(d["map"]),
+        "oof_log_predictive_": None if oof is None else np.asarray(oof, dtype=float),
+    }
+    if "log_likelihood" in tree.children:
+        out["log_likelihood_"] = np.asarray(tree["log_likelihood"]["y"].values)
+    return out
+
+
+def _version() -> str:
+    from bayesmkl._version import __version__
+
+    return __version__

@@ -1,0 +1,442 @@
+"""Calibrated predictive probabilities for BM3KL (NumPy/SciPy; no JAX, no estimator state).
+
+Why. The raw rule of docs/math.md §6, softmax over classes of ψ(f) with
+ψ(f) = 2f + 2s·clip(f, −1, 1) and s = √(1 + 2γ0), has slope 2 + 2s ≈ 30 on [−1, 1] at γ0 = 100,
+and the pseudo-likelihood pins the training decision values at δ·f ≈ 1; per-draw probabilities
+are then 0 or 1 and test log-loss is poor.
+
+The map. Per posterior draw the decision values ``f: (C,)`` become class logits
+
+* single binary classifier (C = 1): ``z = (0, T·f)`` — a temperature (``fit_intercept=True``
+  of :func:`fit_calibrator` adds Platt's intercept: ``(0, T·f + β)``);
+* C ≥ 2 one-vs-all classifiers: ``z_c = T_c·f_c + β_c`` — a temperature and an intercept per
+  class (``β_1 = 0``; ``per_class=False`` of :func:`fit_calibrator` gives one temperature shared
+  by the classes, ``z_c = T·f_c``, the estimator's map until issue 22),
+
+and the predictive is the mean over draws of ``softmax(z)``. The binary map only rescales f, so
+each draw still votes for the class its classifier chose; Platt's intercept, the binary default
+until issue 22, moved that boundary and cost accuracy (sonar 0.832 against 0.844, liver 0.710
+against 0.715, paired over 5 splits) at about the same log-loss
+(``benchmarks/results/calibration_map.md``). The multiclass map is per class because the C
+one-vs-all problems are fitted separately and their decision values need not share a scale: on
+glass (6 classes, 5 splits) it lowered the test log-loss from 0.884 to 0.776 at accuracy 0.711
+against 0.705, and from 0.920 to 0.814 on five fresh splits; on wine it changed log-loss by +0.002
+and accuracy by −0.4 points (``benchmarks/results/calibration_map_multiclass.md``). The map's
+parameters minimise the log-loss of held-out predictions: leave-one-out by Pareto-smoothed
+importance weights of one posterior (``calibration="loo"``,
+:func:`bayesmkl.posterior.loo.loo_calibrator`),
+or out of fold (K-fold refits, :func:`crossfit_decision_draws`, as ``SVC(probability=True)`` does
+for Platt scaling). A map on f rather than on ψ(f): a temperature on ψ(f) had the same mean test
+log-loss over six binary sets (``calibration_map.md``, variant ``Tψ``). Under the paper's prior
+(γ0 = 100) the importance weights cannot reach the leave-one-out posterior (no draw puts a training
+point on the wrong side; 20–82 % of the points have Pareto k̂ > 0.7 in ``calibration.md``'s "BM3KL
+psis"), and ``"cv"`` is the map to use there.
+
+Shapes: ``F: (S, M, C)`` decision draws (S draws, M points, C classifiers), ``K`` classes
+(``K = 2`` when ``C = 1``), ``codes: (M,)`` integer labels in ``0 … K−1``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import log_expit, log_softmax, logsumexp
+
+__all__ = [
+    "Calibrator",
+    "crossfit_decision_draws",
+    "fit_calibrator",
+    "log_predictive",
+    "log_proba_draws",
+]
+
+#: Default number of cross-fitting folds for ``calibration="cv"``.
+DEFAULT_FOLDS = 3
+#: Above this Pareto k̂ the importance-sampling estimate of a point is unreliable
+#: (Vehtari et al. 2024 use min(1 − 1/log10 S, 0.7)).
+KHAT_BAD = 0.7
+
+
+@dataclass(frozen=True)
+class Calibrator:
+    """Fitted calibration map (plain floats, so it can be stored as JSON attributes).
+
+    Attributes
+    ----------
+    temperature : float
+        T, the slope applied to the decision values.
+    intercept : float
+        β (single binary classifier fitted with ``fit_intercept=True`` only; 0 otherwise, which
+        includes the default map).
+    n_classifiers : int
+        C of the fit it belongs to (1 = single binary classifier).
+    n_folds : int
+        Cross-fitting folds used to fit it.
+    oof_log_loss : float
+        Mean out-of-fold log-loss at the fitted ``(T, β)`` (what the fit minimised).
+    oof_log_loss_identity : float
+        The same at ``T = 1, β = 0`` (uncalibrated logits f), for reference.
+    khat_bad_frac : float
+        ``calibration="loo"`` only: the fraction of training points whose Pareto k̂ exceeds
+        :data:`KHAT_BAD` (their leave-one-out weights are unreliable); nan for k-fold maps.
+    class_temperatures, class_intercepts : tuple of float
+        The per-class map of C ≥ 2 classifiers (``per_class=True``): ``T_c`` and ``β_c``
+        (``β_1 = 0``), C each; empty for a shared-temperature map, whose ``temperature`` is
+        then the slope (a per-class map keeps there the shared temperature it started from).
+    """
+
+    temperature: float
+    intercept: float
+    n_classifiers: int
+    n_folds: int
+    oof_log_loss: float = float("nan")
+    oof_log_loss_identity: float = float("nan")
+    khat_bad_frac: float = field(default=float("nan"), compare=False)  # nan: not a LOO map
+    class_temperatures: tuple = ()
+    class_intercepts: tuple = ()
+
+    def to_dict(self) -> dict:
+        """JSON-able dict of the fields (floats, ints and lists of floats)."""
+        return {k: _to_json(v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Calibrator:
+        """Inverse of :meth:`to_dict` (a dict without the per-class fields: a shared map)."""
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+
+    def log_proba_draws(self, F) -> np.ndarray:
+        """Per-draw log class probabilities ``(S, M, K)`` of decision draws ``F: (S, M, C)``."""
+        if self.class_temperatures:
+            return log_proba_draws(F, np.array(self.class_temperatures),
+                                   np.array(self.class_intercepts))  # fmt: skip
+        return log_proba_draws(F, self.temperature, self.intercept)
+
+
+def _to_json(v):
+    if isinstance(v, tuple):  # the per-class fields
+        return [float(x) for x in v]
+    return float(v) if isinstance(v, float) else int(v)
+
+
+def _logits(F, temperature, intercept):
+    F = np.asarray(F, dtype=float)
+    u = np.asarray(temperature, dtype=float) * F  # a (C,) temperature scales each class
+    if F.shape[-1] == 1:
+        u = u + intercept
+        return np.concatenate([np.zeros_like(u), u], axis=-1)
+    if np.ndim(intercept):  # per-class intercepts (C,)
+        u = u + np.asarray(intercept, dtype=float)
+    return u
+
+
+def log_proba_draws(F, temperature: float, intercept: float = 0.0) -> np.ndarray:
+    """Per-draw calibrated log probabilities.
+
+    Parameters
+    ----------
+    F : array (S, M, C)
+        Decision draws.
+    temperature, intercept : float or array (C,)
+        T and β. Scalars: β is used only when C = 1. Arrays of length C (C ≥ 2): the per-class
+        map ``z_c = T_c·f_c + β_c``.
+
+    Returns
+    -------
+    ndarray (S, M, K)
+        ``log_softmax`` of the logits (finite; no log of 0).
+    """
+    return log_softmax(_logits(F, temperature, intercept), axis=-1)
+
+
+def log_predictive(log_p_draws, axis: int = 0) -> np.ndarray:
+    """``log mean_s p_s`` along ``axis``, by log-sum-exp (finite when the inputs are)."""
+    log_p_draws = np.asarray(log_p_draws, dtype=float)
+    return logsumexp(log_p_draws, axis=axis) - np.log(log_p_draws.shape[axis])
+
+
+# ----------------------------------------------------------------------------------------
+# fitting (T, β)
+# ----------------------------------------------------------------------------------------
+
+
+def _nll_and_grad(theta, blocks, single, n_total):
+    """Mean out-of-fold negative log predictive and its gradient in ``theta = (T, β)``.
+
+    ``blocks``: list of ``(F (S_k, n_k, C), codes (n_k,), log_w (S_k, n_k), pw (n_k,))``;
+    ``log_w`` are normalised log weights over the draws of each point (uniform for plain
+    out-of-fold draws), ``pw`` the points' sample weights (ones without); ``n_total`` is the
+    sum of all ``pw``.
+    """
+    T, beta = theta
+    nll = 0.0
+    grad = np.zeros(2)
+    for F, codes, log_w, pw in blocks:
+        n = F.shape[1]
+        if single:
+            f = F[..., 0]  # (S, n)
+            u = T * f + beta
+            sign = np.where(codes == 1, 1.0, -1.0)[None, :]
+            ll = log_expit(sign * u)  # log p(y_i | draw s)
+            dl_du = sign * np.exp(log_expit(-sign * u))  # sign·(1 − p)
+            dl_dT, dl_db = dl_du * f, dl_du
+        else:
+            ls = log_softmax(T * F, axis=-1)  # (S, n, K)
+            ll = ls[:, np.arange(n), codes]
+            q = np.exp(ls)
+            dl_dT = F[:, np.arange(n), codes] - np.sum(q * F, axis=-1)
+            dl_db = np.zeros_like(ll)
+        a = log_w + ll
+        lp = logsumexp(a, axis=0)  # (n,)
+        r = np.exp(a - lp[None, :]) * pw[None, :]  # responsibilities over draws, weighted
+        nll -= np.dot(pw, lp)
+        grad[0] -= np.sum(r * dl_dT)
+        grad[1] -= np.sum(r * dl_db)
+    return nll / n_total, grad / n_total
+
+
+def _nll_and_grad_per_class(theta, blocks, n_total):
+    """:func:`_nll_and_grad` of the per-class map, ``theta = (T_1 … T_C, β_2 … β_C)``."""
+    C = blocks[0][0].shape[-1]
+    T, beta = theta[:C], np.r_[0.0, theta[C:]]
+    nll = 0.0
+    grad = np.zeros(2 * C)
+    for F, codes, log_w, pw in blocks:
+        n = F.shape[1]
+        ls = log_softmax(T * F + beta, axis=-1)  # (S, n, C)
+        ll = ls[:, np.arange(n), codes]
+        resid = -np.exp(ls)  # ∂ll/∂z_c = 1[c = y] − q_c
+        resid[:, np.arange(n), codes] += 1.0
+        a = log_w + ll
+        lp = logsumexp(a, axis=0)
+        r = np.exp(a - lp[None, :]) * pw[None, :]
+        nll -= np.dot(pw, lp)
+        grad[:C] -= np.einsum("sn,snc->c", r, resid * F)
+        grad[C:] -= np.einsum("sn,snc->c", r, resid)
+    return nll / n_total, np.r_[grad[:C], grad[C + 1 :]] / n_total
+
+
+def fit_calibrator(
+    fold_draws,
+    fold_codes,
+    *,
+    gamma0: float,
+    log_weights=None,
+    n_folds: int | None = None,
+    point_weights=None,
+    fit_intercept: bool = False,
+    per_class: bool = False,
+) -> Calibrator:
+    """Fit the map (``(T, β)``, or ``T_c, β_c`` per class) by minimising the log-loss of
+    held-out predictions.
+
+    Parameters
+    ----------
+    fold_draws : list of arrays (S_k, n_k, C)
+        Decision draws of the held-out points of each fold (or one block for all points).
+    fold_codes : list of int arrays (n_k,)
+        Their labels in ``0 … K−1``.
+    gamma0 : float
+        γ0 of the model; bounds T by the raw rule's slope 2 + 2√(1 + 2γ0), so calibration never
+        sharpens the raw rule (and T stays finite when the held-out points are separable). The
+        bound binds for the PSIS-LOO map on well-separated sets, and it helps there: raised to
+        10, 20, 50 and 1000, the test log-loss rose on every step on sonar (0.312 → 0.382) and
+        ionosphere (0.180 → 0.484) (``benchmarks/results/calibration_bound.md``).
+    log_weights : list of arrays (S_k, n_k), optional
+        Normalised log weights of the draws per point (e.g. PSIS-LOO weights); default uniform.
+    n_folds : int, optional
+        Recorded in the result (default ``len(fold_draws)``).
+    point_weights : list of arrays (n_k,), optional
+        Sample weights of the held-out points: the weighted mean log-loss is minimised (the
+        same weights as the fit's likelihood). Default: every point weighs 1.
+    fit_intercept : bool, default False
+        Single binary classifier only: also fit a Platt intercept β (logits ``(0, T·f + β)``).
+        Off by default, so the map only rescales f and the predicted class is the classifier's
+        own (mean over draws of σ(T·f) above ½); an intercept fitted on the held-out draws cost
+        accuracy without improving log-loss (``benchmarks/results/calibration_map.md``).
+    per_class : bool, default False
+        C ≥ 2 classifiers only (ignored for C = 1): after the shared temperature, fit a
+        temperature and an intercept per class (2C − 1 parameters, ``β_1 = 0``; each ``T_c``
+        bounded like T), starting from the shared map. The estimator's multiclass map.
+
+    Returns
+    -------
+    Calibrator
+    """
+    blocks = []
+    for k, (F, codes) in enumerate(zip(fold_draws, fold_codes, strict=True)):
+        F = np.asarray(F, dtype=float)
+        codes = np.asarray(codes, dtype=np.int64)
+        if F.ndim != 3 or F.shape[1] != codes.shape[0]:
+            raise ValueError(f"fold {k}: F must be (S, n, C) with n = len(codes); got {F.shape}")
+        if log_weights is None:
+            lw = np.full(F.shape[:2], -np.log(F.shape[0]))
+        else:
+            lw = np.asarray(log_weights[k], dtype=float)
+            lw = lw - logsumexp(lw, axis=0, keepdims=True)
+        if point_weights is None:
+            pw = np.ones(codes.shape[0])
+        else:
+            pw = np.asarray(point_weights[k], dtype=float)
+            if pw.shape != codes.shape or not np.all(np.isfinite(pw)) or np.any(pw < 0):
+                raise ValueError(f"fold {k}: point_weights must be {codes.shape[0]} weights >= 0")
+        blocks.append((F, codes, lw, pw))
+    C = blocks[0][0].shape[-1]
+    single = C == 1
+    n_total = sum(float(b[3].sum()) for b in blocks)
+    if not n_total > 0:
+        raise ValueError("fit_calibrator: the held-out points have zero total weight")
+    t_max = 2.0 + 2.0 * float(np.sqrt(1.0 + 2.0 * gamma0))
+    bounds = [(1e-6, t_max), (-20.0, 20.0) if single and fit_intercept else (0.0, 0.0)]
+    identity = float(_nll_and_grad(np.array([1.0, 0.0]), blocks, single, n_total)[0])
+    best = None
+    for t0 in (1.0, 0.1 * t_max):  # two starts: the loss is not convex in T for averaged draws
+        res = minimize(
+            _nll_and_grad,
+            np.array([min(t0, t_max), 0.0]),
+            args=(blocks, single, n_total),
+            jac=True,
+            method="L-BFGS-B",
+            bounds=bounds,
+        )
+        if np.isfinite(res.fun) and (best is None or res.fun < best.fun):
+            best = res
+    T, beta = (1.0, 0.0) if best is None else (float(best.x[0]), float(best.x[1]))
+    loss = float(best.fun) if best is not None else float("nan")
+    per = {}
+    if per_class and not single:
+        res = minimize(
+            _nll_and_grad_per_class,
+            np.r_[np.full(C, T), np.zeros(C - 1)],
+            args=(blocks, n_total),
+            jac=True,
+            method="L-BFGS-B",
+            bounds=[(1e-6, t_max)] * C + [(-20.0, 20.0)] * (C - 1),
+        )
+        if np.isfinite(res.fun) and not res.fun > loss:  # never worse than its start
+            loss = float(res.fun)
+            per = {"class_temperatures": tuple(float(t) for t in res.x[:C]),
+                   "class_intercepts": (0.0, *(float(b) for b in res.x[C:]))}  # fmt: skip
+        else:
+            per = {"class_temperatures": (T,) * C, "class_intercepts": (0.0,) * C}
+    return Calibrator(
+        temperature=T,
+        intercept=beta if single and fit_intercept else 0.0,
+        n_classifiers=int(C),
+        n_folds=int(n_folds if n_folds is not None else len(blocks)),
+        oof_log_loss=loss,
+        oof_log_loss_identity=identity,
+        **per,
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# cross-fitting
+# ----------------------------------------------------------------------------------------
+
+
+def crossfit_decision_draws(estimator, K, y, *, n_folds: int, seed: int, sample_weight=None):
+    """Out-of-fold decision draws of every training point by K-fold refits.
+
+    The folds are fitted on slices of the training kernels (``kernels="precomputed"``), so the
+    kernels are not recomputed and a fit from features and one from the same precomputed
+    kernels get the same map. (The pool's standardisation was estimated on all training
+    points, held-out ones included: features only, no labels.)
+
+    Parameters
+    ----------
+    estimator : BM3KLClassifier
+        Its parameters are copied (``sklearn.base.clone``) with ``kernels="precomputed"``,
+        ``calibration=None``, ``kernel_dtype=None``, no progress bar and, after a fit, the
+        ``num_samples`` that fit used; fold ``k`` uses ``random_state = seed + 1 + k``.
+    K : array (P, N, N)
+        Training kernels.
+    y : array (N,)
+    n_folds : int
+        Stratified folds (reduced to the smallest class count when needed, with a warning;
+        at least 2).
+    seed : int
+        Seed of the fold split and of the fold fits.
+    sample_weight : array (N,), optional
+        Effective per-sample weights (class weights already multiplied in); each fold fit gets
+        its slice, with ``class_weight=None`` so that class weights are not applied twice.
+
+    Returns
+    -------
+    draws : list of arrays (S_k, n_k, C)
+        Decision draws of the held-out points of fold k, from the fit without them.
+    index : list of int arrays (n_k,)
+        Positions of the held-out points of each fold.
+    """
+    from sklearn.base import clone
+    from sklearn.model_selection import StratifiedKFold
+
+    K = np.asarray(K)
+    y = np.asarray(y)
+    _, counts = np.unique(y, return_counts=True)
+    k = int(min(n_folds, counts.min()))
+    if k < 2:
+        raise ValueError(
+            "calibration needs at least 2 training points of every class for cross-fitting; "
+            f"the smallest class has {counts.min()}; use calibration=None"
+        )
+    if k < n_folds:
+        warnings.warn(
+            f"calibration: cross-fitting uses {k} folds instead of the {n_folds} asked for, "
+            f"because the smallest class has only {counts.min()} training points (stratified "
+            "folds need one point of every class each); the calibration map is fitted on "
+            f"{k} refits of {k - 1}/{k} of the data",
+            UserWarning,
+            stacklevel=4,
+        )
+    split = StratifiedKFold(k, shuffle=True, random_state=seed % (2**32 - 1))
+    # a data-driven run is not repeated per fold: each refit runs the sweeps the main fit used
+    report = getattr(estimator, "run_report_", None)
+    # (at least one: a main fit whose max_time ran out in warm-up kept none)
+    fixed_length = {"num_samples": max(1, int(report.num_samples))} if report is not None else {}
+    draws, index, caught = [], [], {}
+    for fold, (tr, va) in enumerate(split.split(np.zeros(len(y)), y)):
+        sub = clone(estimator).set_params(
+            kernels="precomputed",
+            calibration=None,
+            kernel_dtype=None,
+            progress_bar=False,
+            random_state=(seed + 1 + fold) % (2**31 - 1),
+            class_weight=None,
+            **fixed_length,
+        )
+        sw = None if sample_weight is None else np.asarray(sample_weight)[tr]
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            sub.fit(K[:, tr][:, :, tr], y[tr], sample_weight=sw)
+            F = sub.decision_draws(K[:, va][:, :, tr])
+        for w in rec:
+            caught.setdefault(w.category, {}).setdefault(str(w.message), []).append(fold)
+        draws.append(np.asarray(F, dtype=float))
+        index.append(np.asarray(va))
+    _rewarn(caught, k)
+    return draws, index
+
+
+def _rewarn(caught: dict, n_folds: int) -> None:
+    """Re-raise the warnings of the fold fits, one per warning class and *in that class*.
+
+    ``caught``: ``{category: {message: [folds]}}``. A refit's ``SamplerDivergenceWarning`` is
+    re-raised as a ``SamplerDivergenceWarning``, a ``ConvergenceWarning`` as a
+    ``ConvergenceWarning``, and so on, so a warnings filter on a class treats a refit's warning
+    as it treats the main fit's; the message says it came from the calibration refits, from
+    which folds, and gives (up to three) distinct messages.
+    """
+    for category, messages in caught.items():
+        folds = sorted({f for fs in messages.values() for f in fs})
+        distinct = list(messages)
+        warnings.warn(
+            f"{len(folds)} of the {n_folds} cross-fitting refits for calibration (fold"
+            f"{'s' if len(folds) > 1 else ''} {', '.join(map(str, folds))}) warned: "
+            + " | ".join(distinct[:3])
+            + (f" (+{len(distinct) - 3} more)" if len(distinct) > 3 else ""),
+            category,
+            stacklevel=6,  # _rewarn, crossfit, _fit_calibration, fit, with_x64, the caller
+        )

@@ -1,0 +1,104 @@
+"""What a fit says about its own run: warnings in words, Monte Carlo errors, the LOO map."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+
+from bayesmkl import BM3KLClassifier
+from bayesmkl.datasets import load_demo
+from bayesmkl.estimators._fitting import describe_quantity
+from bayesmkl.posterior.calibration import fit_calibrator
+from bayesmkl.posterior.classification import probability_mcse
+from bayesmkl.posterior.loo import psis_log_weights
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    X, y, _ = load_demo()
+    idx = np.random.default_rng(1).permutation(len(y))[:40]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        clf = BM3KLClassifier(
+            kernels="simplemkl", num_warmup=20, num_samples=30, calibration="loo",
+            random_state=0, progress_bar=False,
+        ).fit(X[idx, :3], y[idx])  # fmt: skip
+    return clf, X[:, :3], caught
+
+
+def test_a_fixed_length_run_warns_when_unconverged_and_names_the_quantity(fitted):
+    clf, _, caught = fitted
+    assert not clf.run_report_.converged and clf.run_report_.stopped_by == "num_samples"
+    msgs = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert len(msgs) == 1
+    assert "fixed num_samples after 30 sweeps" in msgs[0]
+    assert ("the weight of kernel" in msgs[0]) or ("decision value of training point" in msgs[0])
+
+
+def test_describe_quantity_in_words():
+    names, classes, points = ["gauss(s=1)", "poly(d=2)"], np.array(["a", "b", "c"]), [4, 9]
+    assert describe_quantity("w[1]", names, classes, points, 3) == "the weight of kernel poly(d=2)"
+    # f is (points × classifiers) flattened: index 5 = point 9 (second), classifier 2
+    assert describe_quantity("f[5]", names, classes, points, 3) == (
+        "the decision value of training point 9 for class 'c'"
+    )
+    assert describe_quantity("f[1]", names, classes, points, 1) == (
+        "the decision value of training point 9"
+    )
+
+
+def test_predict_proba_mcse(fitted):
+    clf, X, _ = fitted
+    p, se = clf.predict_proba(X[:7], return_mcse=True)
+    np.testing.assert_array_equal(p, clf.predict_proba(X[:7]))
+    assert se.shape == p.shape and np.all(se >= 0) and np.all(np.isfinite(se))
+
+
+def test_probability_mcse_matches_sd_over_sqrt_n_for_independent_draws():
+    rng = np.random.default_rng(0)
+    P = rng.uniform(size=(4000, 3, 2))  # 4 chains × 1000 independent draws
+    se = probability_mcse(P, 4)
+    # ArviZ estimates the ESS (about ±10% at 4,000 draws); a missing √ESS or per-chain count
+    # would be off by a factor of 2 or more
+    np.testing.assert_allclose(se, P.std(axis=0) / np.sqrt(4000), rtol=0.25)
+    # a chain that repeats each draw 10 times has a tenth of the information
+    sticky = np.repeat(P[::10], 10, axis=0)
+    assert np.all(probability_mcse(sticky, 4) > 2.0 * se)
+    assert np.all(probability_mcse(np.ones((40, 2, 2)), 4) == 0.0)
+    # one draw per chain: undefined, not 0 (a single draw does not vary; it read as exact)
+    assert np.all(np.isnan(probability_mcse(np.ones((1, 2, 2)), 1)))
+    assert np.all(np.isnan(probability_mcse(np.ones((4, 2, 2)), 4)))
+
+
+def test_loo_calibration_is_the_psis_weighted_map(fitted):
+    clf, _, _ = fitted
+    cal = clf.calibrator_
+    assert cal.n_folds == 0 and 0.0 <= cal.khat_bad_frac <= 1.0
+    assert np.all(np.isfinite(clf.oof_log_predictive_))
+    # the same map from the public pieces: PSIS weights of the pseudo-likelihood factors
+    from bayesmkl.config import x64_scope
+    from bayesmkl.model.classification import signed_targets
+    from bayesmkl.model.likelihood import log_pseudo_likelihood_terms
+    from bayesmkl.posterior.predictive import draw_decision_values
+
+    K = clf.kernel_input_.pool.train_kernels()
+    w, a, b = clf._flat_draws()
+    codes = np.searchsorted(clf.classes_, clf.y_train_)
+    with x64_scope():
+        F = np.asarray(draw_decision_values(w, a, b, K))
+        delta = signed_targets(codes, 2)
+        ll = np.asarray(log_pseudo_likelihood_terms(np.swapaxes(F, 1, 2), delta[None], clf.gamma0_))
+    lw, _ = psis_log_weights(ll.sum(axis=1))
+    ref = fit_calibrator([F], [codes], gamma0=clf.gamma0_, log_weights=[lw])
+    assert cal.temperature == pytest.approx(ref.temperature, rel=1e-6)
+    assert cal.intercept == pytest.approx(ref.intercept, rel=1e-6, abs=1e-9)
+    # and it differs from the map on unweighted training draws (the weights matter)
+    plain = fit_calibrator([F], [codes], gamma0=clf.gamma0_)
+    assert abs(plain.temperature - cal.temperature) > 1e-3 * cal.temperature
+
+
+def test_loo_kfold_refuses_a_loo_calibrated_fit(fitted):
+    clf, _, _ = fitted
+    with pytest.raises(ValueError, match="cross-fitting"):
+        clf.loo_kfold()

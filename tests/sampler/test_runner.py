@@ -1,0 +1,99 @@
+"""The chunked chain runner: NumPyro's vectorised chains, compiled once."""
+
+import jax
+import numpy as np
+from numpyro.infer import MCMC
+
+from bayesmkl.estimators._fitting import run_monitor
+from bayesmkl.sampler import runner
+from bayesmkl.sampler.runlength import compile_clock
+from bayesmkl.sampler.runner import ChainRunner
+from bayesmkl.sampler.sampler import BM3KL
+from tests.sampler.helpers import make_problem
+
+
+def _problem():
+    p = make_problem(seed=3, N=12, C=1, P=3)
+    return np.asarray(p["K"]), np.sign(np.asarray(p["delta"]))
+
+
+def test_chunks_give_numpyros_vectorized_draws_and_compile_once():
+    K, delta = _problem()
+    kw = dict(gamma0=1.0, kappa=1.0, beta_a=1.0, bias_prior_var=1.0, adapt_sweeps=4)
+    mcmc = MCMC(BM3KL(**kw), num_warmup=4, num_samples=6, num_chains=3,
+                chain_method="vectorized", progress_bar=False, jit_model_args=True)  # fmt: skip
+    mcmc.run(jax.random.key(5), K, delta, extra_fields=("diverging",))
+    ref = mcmc.get_samples(group_by_chain=True)
+
+    run = ChainRunner(BM3KL(**kw), num_chains=3, num_samples=5)
+    run.run(jax.random.key(5), K, delta, extra_fields=("diverging",))
+    first = run.get_samples()
+    run.post_warmup_state = run.last_state
+    c0 = compile_clock()
+    run.run(run.last_state.rng_key, K, delta, extra_fields=("diverging",))
+    assert compile_clock() == c0  # the second chunk reuses the compiled program
+    second = run.get_samples()
+    for site in ("e", "a", "b", "lam", "nu", "w"):
+        both = np.concatenate([first[site], second[site]], axis=1)[:, 4:]  # drop warm-up
+        np.testing.assert_allclose(both, np.asarray(ref[site]), rtol=1e-9, atol=1e-12)
+    assert run.get_extra_fields()["diverging"].shape == (3, 5)
+
+
+def test_cache_is_bounded_and_keyed_by_configuration():
+    """Chunk functions are built (not compiled: compilation waits for the first call) per key;
+    the least recently used beyond CHUNK_CACHE_SIZE are dropped."""
+    runner.clear_chunk_cache()
+    config = BM3KL().config
+    fns = [runner._chunk_fn(config, 0, n, (), False) for n in range(1, runner.CHUNK_CACHE_SIZE + 3)]
+    assert len(runner._CHUNKS) == runner.CHUNK_CACHE_SIZE
+    assert runner._chunk_fn(config, 0, runner.CHUNK_CACHE_SIZE + 2, (), False) is fns[-1]
+    assert runner._chunk_fn(config, 0, 1, (), False) is not fns[0]  # dropped, so built anew
+    assert runner._chunk_fn(BM3KL(gamma0=1.0).config, 0, 1, (), False) is not fns[0]
+
+
+def test_monitored_decision_values_are_the_monitors():
+    """The decision values a chunk returns for the monitored points are what
+    ``run_monitor`` computes from the draws (same points, same point-major order, C = 3)."""
+    p = make_problem(seed=4, N=12, C=3, P=3)
+    K, delta = np.asarray(p["K"]), np.sign(np.asarray(p["delta"]))
+    points = np.array([1, 5, 6, 11])  # a strict subset
+    kw = dict(gamma0=1.0, kappa=1.0, beta_a=1.0, bias_prior_var=1.0, adapt_sweeps=2)
+    run = ChainRunner(BM3KL(**kw), num_chains=2, num_samples=4, monitor_points=points)
+    run.run(jax.random.key(1), K, delta)
+    got = run.get_monitored()
+    draws = run.get_samples()
+    w, a, b = (np.asarray(draws[k]) for k in ("w", "a", "b"))
+    Kw = np.einsum("cdp,pij->cdij", w, K)[..., points, :]  # (chains, draws, n, N)
+    want = (np.einsum("cdij,cdkj->cdik", Kw, a) + b[:, :, None, :]).reshape(2, 4, -1)
+    np.testing.assert_allclose(got["f"], want, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(got["w"], w)
+    full = ChainRunner(BM3KL(**kw), num_chains=2, num_samples=4, monitor_points=np.arange(12))
+    full.run(jax.random.key(1), K, delta)
+    np.testing.assert_allclose(
+        full.get_monitored()["f"], run_monitor(K, 0)(full.get_samples())["f"], rtol=1e-9, atol=1e-12
+    )
+    assert ChainRunner(BM3KL(**kw), 2, 4).get_monitored() is None
+
+
+def test_programs_of_at_most_max_held_shapes_are_kept(monkeypatch):
+    """A fit of a new data shape beyond MAX_HELD_SHAPES releases the programs of the earlier
+    ones (chunk functions and JAX's caches); a shape seen recently keeps them."""
+    runner.release_compiled_programs()
+    calls = []
+    monkeypatch.setattr(runner.jax, "clear_caches", lambda: calls.append("cleared"))
+    shapes = [("shape", i) for i in range(runner.MAX_HELD_SHAPES)]
+    assert not any(runner.hold_programs_for(s) for s in shapes)
+    runner._chunk_fn(BM3KL().config, 0, 1, (), False)  # a held chunk function
+    assert not runner.hold_programs_for(shapes[0])  # seen: kept, now the most recent
+    assert runner.hold_programs_for(("shape", "new")) and calls == ["cleared"]
+    assert not runner._CHUNKS and runner._HELD_SHAPES == [("shape", "new")]
+
+
+def test_release_frees_the_programs_of_jitted_functions():
+    """What the release relies on: jax.clear_caches empties a jitted function's programs."""
+    f = jax.jit(lambda x: x + 1.0)
+    f(np.ones(3))
+    f(np.ones(4))
+    assert f._cache_size() == 2
+    runner.release_compiled_programs()
+    assert f._cache_size() == 0
