@@ -365,8 +365,8 @@ def standardise(X: np.ndarray):
     statistics overflow float64 is refused.
 
     Scale-invariant down to the smallest floats: a column at 1e-13 or 1e-200 is standardised
-    like the same column at 1 (until issue 22 an absolute floor and the underflow of ``X.std``
-    made such a column constant, and the feature was dropped without a word)."""
+    like the same column at 1: no absolute floor, and the spread is computed without the underflow
+    of ``X.std``, so such a column is never mistaken for a constant one."""
     with np.errstate(over="ignore", invalid="ignore"):
         mean = X.mean(axis=0)
     sd = scaled_sd(X)

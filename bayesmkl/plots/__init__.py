@@ -2,7 +2,9 @@
 
 Figures are built with :class:`matplotlib.figure.Figure` directly (no pyplot state), so they
 can be saved with ``fig.savefig(...)`` from scripts and tests without a display; in Jupyter,
-``display(fig)`` or returning the figure renders it.
+``display(fig)`` or returning the figure renders it. Every function also draws into axes of
+yours (``ax=``: one ``Axes``, or an array of them for the figures with several panels, e.g. from
+``plt.subplots``) and then returns the figure those axes belong to.
 
 Every function accepts either a fitted :class:`~bayesmkl.BM3KLClassifier` or the raw arrays:
 
@@ -22,6 +24,8 @@ counts too (it also monitors the decision values); for bare draws R-hat ≤ 1.01
 """
 
 from __future__ import annotations
+
+import textwrap
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -52,6 +56,28 @@ __all__ = [
 WARN_COLOR = "#c00000"
 
 
+#: Kernel names longer than this are wrapped onto several lines in titles and tick labels.
+NAME_WIDTH = 40
+
+
+def _wrap(name: str) -> str:
+    return textwrap.fill(str(name), NAME_WIDTH, break_on_hyphens=False)
+
+
+def _axes_grid(ax, shape: tuple[int, int], figsize, what: str):
+    """``(figure, axes (rows, cols))``: ``ax`` reshaped and checked, or a new figure's grid."""
+    if ax is None:
+        fig = Figure(figsize=figsize, layout="constrained")
+        return fig, None
+    axes = np.asarray(ax, dtype=object).reshape(-1)
+    if axes.size != shape[0] * shape[1] or not all(hasattr(a, "plot") for a in axes):
+        raise ValueError(
+            f"ax must be {shape[0] * shape[1]} matplotlib Axes for {what} (shape {shape}); got "
+            f"{axes.size} object(s)"
+        )
+    return axes[0].figure, axes.reshape(shape)
+
+
 def _title(ax_or_fig, text: str, mark: str, **kwargs) -> None:
     """``text``, or, for an unconverged run, ``text`` and ``MARK`` below it, in bold red."""
     setter = ax_or_fig.set_title if hasattr(ax_or_fig, "set_title") else ax_or_fig.suptitle
@@ -63,7 +89,7 @@ def _title(ax_or_fig, text: str, mark: str, **kwargs) -> None:
 
 def plot_kernel_weights(
     source, kernel_names=None, *, top_k: int = 10, prob: float = 0.89, rhat_target=None,
-    ess_target=None, figsize=None,
+    ess_target=None, figsize=None, ax=None,
 ) -> Figure:  # fmt: skip
     """Forest plot of the kernel weights w, with R-hat and bulk ESS per weight.
 
@@ -83,10 +109,15 @@ def plot_kernel_weights(
         Mass of the equal-tailed interval (thick line); the thin line spans all draws.
     rhat_target, ess_target : float, optional
         Convergence targets (see :func:`weight_convergence`).
+    figsize : (float, float), optional
+        Size of a new figure (ignored with ``ax``).
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw into; by default a new figure.
 
     Returns
     -------
     matplotlib.figure.Figure
+        The new figure, or the one ``ax`` belongs to.
     """
     w, names = weights_and_names(source, kernel_names)
     conv = weight_convergence(source, rhat_target=rhat_target, ess_target=ess_target)
@@ -95,8 +126,8 @@ def plot_kernel_weights(
     lo, hi = np.quantile(flat[:, idx], [(1 - prob) / 2, (1 + prob) / 2], axis=0)
     mean = flat[:, idx].mean(axis=0)
     k = len(idx)
-    fig = Figure(figsize=figsize or (7.0, 0.45 * k + 1.4), layout="constrained")
-    ax = fig.add_subplot()
+    fig, grid = _axes_grid(ax, (1, 1), figsize or (7.0, 0.45 * k + 1.4), "the forest plot")
+    ax = fig.add_subplot() if grid is None else grid[0, 0]
     ypos = np.arange(k)[::-1]
     ax.hlines(
         ypos,
@@ -108,7 +139,7 @@ def plot_kernel_weights(
     )
     ax.hlines(ypos, lo, hi, color="C0", lw=3.5, label=f"{prob:.0%} interval")
     ax.plot(mean, ypos, "o", color="C3", ms=6, label="posterior mean")
-    ax.set_yticks(ypos, [names[i] for i in idx])
+    ax.set_yticks(ypos, [_wrap(names[i]) for i in idx])
     ax.set_xlabel("kernel weight w")
     ax.set_xlim(left=0)
     ax.grid(axis="x", alpha=0.3)
@@ -125,8 +156,9 @@ def plot_kernel_weights(
 
 
 def plot_trace(
-    source, kernel_names=None, *, top_k: int = 4, rhat_target=None, ess_target=None, figsize=None
-) -> Figure:
+    source, kernel_names=None, *, top_k: int = 4, rhat_target=None, ess_target=None, figsize=None,
+    ax=None,
+) -> Figure:  # fmt: skip
     """Trace plot of w for the top-k kernels: draws per chain (left) and histograms (right).
 
     Each row's title gives the weight's R-hat and bulk ESS (red where a target is missed); the
@@ -140,17 +172,24 @@ def plot_trace(
     top_k : int, default 4
     rhat_target, ess_target : float, optional
         Convergence targets (see :func:`weight_convergence`).
+    figsize : (float, float), optional
+        Size of a new figure (ignored with ``ax``).
+    ax : array of matplotlib.axes.Axes (k, 2), optional
+        Axes to draw into, one row per kernel shown (k = ``min(top_k, P)``): the draws on the
+        left, the histograms on the right; by default a new figure.
 
     Returns
     -------
     matplotlib.figure.Figure
+        The new figure, or the one ``ax`` belongs to.
     """
     w, names = weights_and_names(source, kernel_names)
     conv = weight_convergence(source, rhat_target=rhat_target, ess_target=ess_target)
     idx = top_kernels(w, top_k)
     k = len(idx)
-    fig = Figure(figsize=figsize or (9.0, 1.9 * k + 0.6), layout="constrained")
-    axes = fig.subplots(k, 2, squeeze=False, width_ratios=[3, 1])
+    fig, axes = _axes_grid(ax, (k, 2), figsize or (9.0, 1.9 * k + 0.6), "the trace plot")
+    if axes is None:
+        axes = fig.subplots(k, 2, squeeze=False, width_ratios=[3, 1])
     draws = np.arange(w.shape[1])
     bins = max(5, min(20, w.shape[1] // 2))
     for row, m in enumerate(idx):
@@ -159,7 +198,7 @@ def plot_trace(
             ax_t.plot(draws, w[c, :, m], lw=1.2, color=f"C{c}", label=f"chain {c}")
             ax_h.hist(w[c, :, m], bins=bins, color=f"C{c}", alpha=0.5, orientation="horizontal")
         ax_t.set_ylabel("w", rotation=0, labelpad=8)
-        ax_t.set_title(names[m], fontsize="medium", loc="left")
+        ax_t.set_title(_wrap(names[m]), fontsize="medium", loc="left")
         color = WARN_COLOR if conv.bad(m) else "0.25"
         ax_t.set_title(conv.label(m), fontsize="small", loc="right", color=color)
         ax_h.set_yticks([])
@@ -171,13 +210,16 @@ def plot_trace(
     title = (
         f"w of the top {k} of {w.shape[-1]} kernels ({w.shape[0]} chain(s) × {w.shape[1]} draws)"
     )
-    _title(fig, title, conv.mark, fontsize="medium")
+    if ax is None:
+        _title(fig, title, conv.mark, fontsize="medium")
+    else:  # a figure of the caller's may hold other plots: title the top row only
+        _title(axes[0, 1], "", conv.mark, fontsize="small")
     return fig
 
 
 def plot_reliability(
     y_true, proba, classes=None, *, n_bins: int = 10, strategy: str = "quantile",
-    min_count: int = 10, prob: float = 0.95, figsize=None,
+    min_count: int = 10, prob: float = 0.95, figsize=None, ax=None,
 ) -> Figure:  # fmt: skip
     """Reliability diagram of predictive probabilities, with an interval per bin.
 
@@ -189,6 +231,10 @@ def plot_reliability(
     binomial noise. Underneath, a histogram of the predicted values with the bin edges
     (dotted). The title gives the number of bins and the expected calibration error (ECE).
 
+    Quantile edges that coincide (many equal probabilities) and bins with fewer than
+    ``min_count`` points are merged, so the figure may show fewer bins than ``n_bins``; the
+    title then says so ("3 bins, 8 asked").
+
     Parameters
     ----------
     y_true : array (M,)
@@ -199,16 +245,26 @@ def plot_reliability(
         Column labels (default: the sorted unique labels of ``y_true``), e.g. ``clf.classes_``.
     n_bins, strategy, min_count, prob
         Binning and interval coverage, see :func:`reliability_bins`.
+    figsize : (float, float), optional
+        Size of a new figure (ignored with ``ax``).
+    ax : matplotlib.axes.Axes, or a pair of them, optional
+        Axes to draw into: one for the diagram alone, or two (diagram, histogram); by default a
+        new figure with both.
 
     Returns
     -------
     matplotlib.figure.Figure
+        The new figure, or the one ``ax`` belongs to.
     """
     bins = reliability_bins(y_true, proba, classes, n_bins=n_bins, strategy=strategy,
                             min_count=min_count, prob=prob)  # fmt: skip
     conf, _, (xlabel, ylabel) = confidence_and_hits(y_true, proba, classes)
-    fig = Figure(figsize=figsize or (5.2, 5.6), layout="constrained")
-    ax, ax_h = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1])
+    n_ax = 1 if ax is not None and np.asarray(ax, dtype=object).size == 1 else 2
+    fig, grid = _axes_grid(ax, (n_ax, 1), figsize or (5.2, 5.6), "the reliability diagram")
+    if grid is None:
+        ax, ax_h = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1])
+    else:
+        ax, ax_h = grid[0, 0], (grid[1, 0] if n_ax == 2 else None)
     ax.plot([0, 1], [0, 1], "--", color="0.5", lw=1, label="perfect calibration")
     ax.errorbar(
         bins.confidence, bins.frequency,
@@ -218,12 +274,17 @@ def plot_reliability(
     ax.set_xlim(0, 1)
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel(ylabel)
+    shown = bins.count.size
+    asked = "" if shown == n_bins else f", {n_bins} asked"
     ax.set_title(
-        f"Reliability ({conf.size} points, {bins.count.size} bins of ≥ {bins.count.min()}, "
+        f"Reliability ({conf.size} points, {shown} bins of ≥ {bins.count.min()}{asked}, "
         f"ECE = {bins.ece:.3f})"
     )
     ax.legend(loc="upper left", frameon=False)
     ax.grid(alpha=0.3)
+    if ax_h is None:
+        ax.set_xlabel(xlabel)
+        return fig
     ax_h.hist(conf, bins=20, range=(0, 1), color="C0", alpha=0.6, edgecolor="white")
     for edge in bins.edges[1:-1]:
         ax_h.axvline(edge, color="0.3", ls=":", lw=1)
@@ -232,7 +293,7 @@ def plot_reliability(
     return fig
 
 
-def plot_sample_weights(source, y=None, classes=None, *, figsize=None) -> Figure:
+def plot_sample_weights(source, y=None, classes=None, *, figsize=None, ax=None) -> Figure:
     """Posterior mean ``|a|`` per training point, one panel per one-vs-all classifier (one
     panel for a regressor's function).
 
@@ -247,10 +308,16 @@ def plot_sample_weights(source, y=None, classes=None, *, figsize=None) -> Figure
         Training labels, to colour the points (taken from the classifier when given one).
     classes : array (K,), optional
         Class labels (taken from the classifier when given one).
+    figsize : (float, float), optional
+        Size of a new figure (ignored with ``ax``).
+    ax : matplotlib.axes.Axes, or an array of C of them, optional
+        Axes to draw into, one per classifier (C = 1 for a binary classifier or a regressor);
+        by default a new figure.
 
     Returns
     -------
     matplotlib.figure.Figure
+        The new figure, or the one ``ax`` belongs to.
     """
     regression = hasattr(source, "posterior_") and not hasattr(source, "classes_")
     if hasattr(source, "posterior_"):
@@ -272,8 +339,11 @@ def plot_sample_weights(source, y=None, classes=None, *, figsize=None) -> Figure
     else:
         labels = None
         panel = ["regression function"] if regression else [f"classifier {c}" for c in range(C)]
-    fig = Figure(figsize=figsize or (9.0, 2.2 * C + 0.8), layout="constrained")
-    axes = fig.subplots(C, 1, squeeze=False, sharex=True)[:, 0]
+    fig, grid = _axes_grid(ax, (C, 1), figsize or (9.0, 2.2 * C + 0.8), "the sample weights")
+    if grid is None:
+        axes = fig.subplots(C, 1, squeeze=False, sharex=True)[:, 0]
+    else:
+        axes = grid[:, 0]
     idx = np.arange(N)
     for c, ax in enumerate(axes):
         thr = 0.1 * absa[c].max() if absa[c].max() > 0 else 0.0

@@ -76,9 +76,8 @@ def test_sample_weights_plot():
 
 
 def test_plots_accept_a_fitted_classifier():
-    from test_estimator import SMALL, small_data
-
     from bayesmkl import BM3KLClassifier
+    from tests.estimators.test_estimator import SMALL, small_data
 
     Xtr, ytr, Xte, yte = small_data()
     clf = BM3KLClassifier(random_state=0, **SMALL).fit(Xtr, ytr)
@@ -222,3 +221,67 @@ def test_reliability_refuses_what_is_not_a_probability_table(case, match):
         plot_reliability(y, P, classes)
     if case == "one class in y":
         assert reliability_bins(y, P, [0, 1]).count.sum() == 40  # fine with the classes given
+
+
+def test_every_plot_draws_into_the_axes_it_is_given(w):
+    """``ax=``: the figure returned is the caller's, and the artists are on the caller's axes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    assert plot_kernel_weights(w, NAMES, top_k=3, ax=ax) is fig
+    assert _labels_bottom_up(ax) == ["k4", "k0", "k2"]
+
+    fig, axes = plt.subplots(2, 2)
+    assert plot_trace(w, NAMES, top_k=2, ax=axes) is fig
+    assert axes[0, 0].get_title(loc="left") == "k2" and len(axes[1, 0].get_lines()) == 2
+
+    rng = np.random.default_rng(0)
+    p1 = rng.uniform(size=200)
+    y = (rng.uniform(size=200) < p1).astype(int)
+    fig, ax = plt.subplots()  # one Axes: the diagram without its histogram
+    assert plot_reliability(y, np.c_[1 - p1, p1], [0, 1], ax=ax) is fig
+    assert "ECE" in ax.get_title() and len(fig.axes) == 1
+
+    a = rng.normal(size=(2, 10, 3, 30))
+    fig, axes = plt.subplots(3, 1)
+    assert plot_sample_weights(a, ax=axes) is fig
+    assert all("classifier" in ax_.get_title(loc="left") for ax_ in axes)
+    plt.close("all")
+
+
+def test_a_wrong_number_of_axes_is_refused(w):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2)
+    with pytest.raises(ValueError, match="ax must be 4 matplotlib Axes for the trace plot"):
+        plot_trace(w, NAMES, top_k=2, ax=axes)
+    plt.close("all")
+
+
+def test_the_reliability_title_says_when_bins_were_merged():
+    """Equal-count bins of at least ``min_count`` points: 40 points cannot fill 8 bins of 10."""
+    rng = np.random.default_rng(1)
+    p1 = rng.uniform(size=40)
+    y = (rng.uniform(size=40) < p1).astype(int)
+    title = plot_reliability(y, np.c_[1 - p1, p1], [0, 1], n_bins=8).axes[0].get_title()
+    shown = int(re.search(r"(\d+) bins of", title).group(1))
+    assert shown < 8 and "8 asked" in title
+    title = plot_reliability(y, np.c_[1 - p1, p1], [0, 1], n_bins=4).axes[0].get_title()
+    assert "4 bins" in title and "asked" not in title
+
+
+def test_long_kernel_names_are_wrapped_in_titles_and_labels(w):
+    names = [f"gaussian(sigma={s}) on mean radius, mean texture, mean perimeter" for s in range(5)]
+    fig = plot_trace(w, names, top_k=2)
+    for line in fig.axes[0].get_title(loc="left").splitlines():
+        assert len(line) <= 40
+    fig = plot_kernel_weights(w, names, top_k=2)
+    assert all(
+        max(len(s) for s in t.get_text().splitlines()) <= 40 for t in fig.axes[0].get_yticklabels()
+    )

@@ -443,11 +443,10 @@ def test_refit_divergence_warning_has_the_main_fits_class(monkeypatch):
     calibration refits warn with ``SamplerDivergenceWarning``, both pointing at the caller."""
     from functools import partial
 
-    from test_estimator import TINY, tiny_data, tiny_pool
-
     from bayesmkl.estimators import classifier as estimator
     from bayesmkl.exceptions import SamplerDivergenceWarning
     from bayesmkl.posterior.checks import check_draws
+    from tests.estimators.test_estimator import TINY, tiny_data, tiny_pool
 
     monkeypatch.setattr(estimator, "check_draws", partial(check_draws, warn_fraction=-1.0))
     X, y = tiny_data()

@@ -222,7 +222,7 @@ def test_classifier_loo_refuses_the_raw_rule():
     raw softmax at γ0 = 100 gives log p exactly 0): ``clf.loo()`` refuses with the reason,
     ``az.loo`` fails in ArviZ. (Under the default prior, γ0 = 1, the raw rule is soft enough
     for PSIS to run.)"""
-    from test_estimator import TINY, tiny_data, tiny_pool
+    from tests.estimators.test_estimator import TINY, tiny_data, tiny_pool
 
     X, y = tiny_data()
     clf = BM3KLClassifier(kernels=tiny_pool(), binary_mode="ova", prior="paper", **TINY)
