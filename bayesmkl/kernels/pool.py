@@ -269,10 +269,17 @@ class KernelPool:
 
     @property
     def specs(self) -> list[KernelSpec]:
-        """The concrete specs in pool order (recipes: available after :meth:`fit`)."""
-        if not self.is_recipe:
+        """The concrete specs in pool order (recipes, and specs that select columns by name:
+        available after :meth:`fit`)."""
+        by_name = any(s.by_name for s in self.recipe)
+        if not (self.is_recipe or by_name):
             return list(self.recipe)
         if not self.is_fitted:
+            if not self.is_recipe:
+                raise NotFittedError(
+                    "this pool selects columns by name: they are found among X's columns at "
+                    "fit(X); call fit(X) first"
+                )
             raise NotFittedError(
                 f"this pool is a recipe ({self._recipe_summary()}): it is expanded to one "
                 "kernel per feature at fit(X), so its kernels, names and length are unknown "
@@ -287,7 +294,9 @@ class KernelPool:
         return [s.name_with(getattr(self, "feature_names_in_", None)) for s in self.specs]
 
     def __len__(self) -> int:
-        if self.is_recipe and self.is_fitted:
+        if not self.is_recipe:  # one kernel a spec, whether its columns are named or not
+            return len(self.recipe)
+        if self.is_fitted:
             d = self.n_features_in_
             return sum(d if s.is_template else 1 for s in self.recipe)
         return len(self.specs)
@@ -351,7 +360,8 @@ class KernelPool:
                 f"this pool expects {self.n_features} features (its view blocks cover "
                 f"{self.n_features} columns), but X has {d}"
             )
-        specs = [e for s in self.recipe for e in s.expand(d)]
+        names = feature_names_of(raw, d, feature_names)
+        specs = [e for s in self.recipe for e in s.expand(d, names)]
         check_spec_features(specs, d)
         for attr in (*FITTED_ARRAYS, "n_features_in_", "_fit_signature"):
             self.__dict__.pop(attr, None)
@@ -362,7 +372,7 @@ class KernelPool:
         grand = None if row_means is None else row_means.mean(axis=1)
         self.mean_, self.scale_ = mean, sd
         self.row_means_, self.grand_means_ = row_means, grand
-        self.n_features_in_, self.feature_names_in_ = d, feature_names_of(raw, d, feature_names)
+        self.n_features_in_, self.feature_names_in_ = d, names
         self.X_fit_ = Xs
         self._fit_signature = self._signature()
         return self

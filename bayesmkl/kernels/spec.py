@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -44,7 +44,7 @@ def _coerce_features(features):
     if isinstance(features, str):
         if features in ("all", "each"):
             return features
-        raise ValueError(f"features must be 'all', 'each' or column indices; got {features!r}")
+        features = (features,)  # one column, by name
     if isinstance(features, slice):
         if features.start is not None and features.start < 0 or features.stop is None:
             raise ValueError(
@@ -59,12 +59,19 @@ def _coerce_features(features):
         cols = tuple(features)
     except TypeError:
         raise ValueError(
-            f"features must be 'all', 'each' or column indices; got {features!r}"
+            f"features must be 'all', 'each', column indices or column names; got {features!r}"
         ) from None
+    if cols and all(isinstance(c, str) for c in cols):
+        if len(set(cols)) != len(cols):
+            raise ValueError(f"feature names must be distinct; got {list(cols)}")
+        return cols
     out = []
     for c in cols:
         if isinstance(c, bool) or not isinstance(c, (int, np.integer)):
-            raise ValueError(f"feature indices must be integers; got {c!r} in {features!r}")
+            raise ValueError(
+                "features must be all column indices or all column names; got "
+                f"{c!r} in {features!r}"
+            )
         if c < 0:
             raise ValueError(f"feature indices must be >= 0; got {int(c)}")
         out.append(int(c))
@@ -80,6 +87,8 @@ def _features_label(features, feature_names=None) -> str:
     columns' names instead: ``age``, ``age,income``, ``f0,f1,...,f75 (76 cols)``."""
     if isinstance(features, str):
         return features
+    if isinstance(features[0], str):  # selected by name
+        feature_names, features = np.asarray(features, dtype=object), range(len(features))
     if feature_names is not None:
         names = [str(feature_names[c]) for c in features]
         if len(names) <= 6:
@@ -111,10 +120,12 @@ class KernelSpec:
         for ``"linear"``. For a pairwise name, its keyword parameters (e.g. ``{"gamma": 0.5}``);
         for a callable, extra keyword arguments (or ``None``); ``None`` for a GP kernel. Custom
         parameters are stored as a sorted tuple of ``(name, value)`` pairs.
-    features : "all", "each", int, slice or sequence of int
-        ``"all"`` uses every column; a tuple of column indices uses those columns; ``"each"``
-        is a *template* that a pool expands at fit into one kernel per single feature.
-        Stored as ``"all"``, ``"each"`` or a tuple of int.
+    features : "all", "each", int, str, slice, sequence of int or sequence of str
+        ``"all"`` uses every column; a tuple of column indices uses those columns; column names
+        (one string other than ``"all"``/``"each"``, or a sequence of strings) select the
+        columns of a DataFrame (or of ``feature_names``) by name when the pool is fitted;
+        ``"each"`` is a *template* that a pool expands at fit into one kernel per single
+        feature. Stored as ``"all"``, ``"each"``, a tuple of int or a tuple of str.
     label : str, optional
         Shown instead of the feature list in :attr:`name` (e.g. a view name).
     display_name : str, optional
@@ -131,11 +142,13 @@ class KernelSpec:
     'gauss(s=2)[x0:240]'
     >>> KernelSpec("rbf", {"gamma": 0.5}, [0, 1]).name
     'rbf(gamma=0.5)[x0:2]'
+    >>> KernelSpec("gauss", 1, ["mean radius", "mean area"]).name
+    'gauss(s=1)[mean radius,mean area]'
     """
 
     kind: object
     param: object = None
-    features: str | tuple[int, ...] = "all"
+    features: str | tuple[int, ...] | tuple[str, ...] = "all"
     label: str | None = None
     display_name: str | None = None
     _family: str = field(default="", init=False, repr=False, compare=False)
@@ -210,6 +223,32 @@ class KernelSpec:
         return f"{head}[{feats}]"
 
     @property
+    def by_name(self) -> bool:
+        """True when the columns are given by name (resolved to indices at fit)."""
+        return isinstance(self.features, tuple) and isinstance(self.features[0], str)
+
+    def resolved(self, feature_names) -> KernelSpec:
+        """This spec with its column names replaced by their indices in ``feature_names``."""
+        if not self.by_name:
+            return self
+        if feature_names is None:
+            raise ValueError(
+                f"kernel '{self.name}' selects columns by name, but X has no column names: "
+                "fit on a DataFrame with distinct string column names (or pass feature_names), "
+                "or give column indices"
+            )
+        index = {str(n): j for j, n in enumerate(feature_names)}
+        missing = [c for c in self.features if c not in index]
+        if missing:
+            shown = ", ".join(repr(str(n)) for n in list(feature_names)[:12])
+            more = ", ..." if len(feature_names) > 12 else ""
+            raise ValueError(
+                f"kernel '{self.name}' selects column(s) {missing} that X does not have "
+                f"(its columns: {shown}{more})"
+            )
+        return replace(self, features=tuple(index[c] for c in self.features))
+
+    @property
     def is_template(self) -> bool:
         """True for ``features="each"`` (expanded to one kernel per feature at fit)."""
         return self.features == "each"
@@ -217,7 +256,9 @@ class KernelSpec:
     def expand(self, n_features: int, feature_names=None) -> list[KernelSpec]:
         """Concrete specs for data with ``n_features`` columns (templates give one per column;
         a ``display_name`` gets ``[x<j>]`` appended, or the column's name from
-        ``feature_names``)."""
+        ``feature_names``); a spec that names its columns gets their indices."""
+        if self.by_name:
+            return [self.resolved(feature_names)]
         if self.is_template:
             dn = self.display_name
             col = (lambda j: f"x{j}") if feature_names is None else (lambda j: feature_names[j])

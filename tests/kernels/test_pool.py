@@ -437,3 +437,42 @@ def test_dataframe_columns_name_the_kernels(data):
     # the shared kernel input passes an estimator's feature_names_in_ through
     kin, _ = KernelInput.fit(KernelPool(recipe), Xtr, feature_names=cols)
     assert kin.names == by_frame.names
+
+
+def test_specs_select_dataframe_columns_by_name(tmp_path):
+    """pandas-native pools: ``features`` may name a DataFrame's columns; they are found at fit,
+    give the same kernels as the column indices, and travel through save and load."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(30, 4)), columns=["age", "income", "height", "weight"])
+    by_name = KernelPool([("gauss", 1.0, ["income", "weight"]), ("poly", 2, "age")]).fit(X)
+    by_index = KernelPool([("gauss", 1.0, [1, 3]), ("poly", 2, 0)]).fit(X)
+    assert by_name.names == ["gauss(s=1)[income,weight]", "poly(d=2)[age]"]
+    np.testing.assert_array_equal(by_name.train_kernels(), by_index.train_kernels())
+    np.testing.assert_array_equal(by_name.cross_kernels(X[:5]), by_index.cross_kernels(X[:5]))
+
+    from bayesmkl import BM3KLClassifier
+
+    y = (X["income"] > 0).astype(int)
+    clf = BM3KLClassifier(
+        kernels=KernelPool([("gauss", 1.0, ["income", "weight"]), ("linear", None, "all")]),
+        num_warmup=5, num_samples=5, num_chains=1, calibration=None, progress_bar=False,
+        random_state=0,
+    ).fit(X, y)  # fmt: skip
+    clf.save(tmp_path / "named.nc")
+    loaded = BM3KLClassifier.load(tmp_path / "named.nc")
+    assert loaded.kernel_names_ == ["gauss(s=1)[income,weight]", "linear[all]"]
+    np.testing.assert_array_equal(loaded.predict_proba(X[:5]), clf.predict_proba(X[:5]))
+
+
+def test_column_names_that_x_does_not_have_are_refused():
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame(np.zeros((5, 2)) + np.arange(5)[:, None], columns=["a", "b"])
+    with pytest.raises(ValueError, match=r"selects column\(s\) \['c'\] that X does not have"):
+        KernelPool([("gauss", 1.0, ["a", "c"])]).fit(X)
+    with pytest.raises(ValueError, match="selects columns by name, but X has no column names"):
+        KernelPool([("gauss", 1.0, "a")]).fit(X.to_numpy())
+    with pytest.raises(ValueError, match="all column indices or all column names"):
+        KernelPool([("gauss", 1.0, ["a", 1])])
+    with pytest.raises(NotFittedError, match="selects columns by name"):
+        _ = KernelPool([("gauss", 1.0, "a")]).specs
