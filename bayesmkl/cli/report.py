@@ -91,6 +91,13 @@ def print_diagnostics(clf, top_k: int = 8) -> None:
     cols = [c for c in ("mean", "sd", "ess_bulk", "ess_tail", "r_hat") if c in summ.columns]
     print(summ[cols].to_string())
     rep = clf.run_report_
+    if rep.stopped_in == "warmup":
+        print(
+            f"run: stopped during warm-up, after {rep.warmup_sweeps} of {clf.num_warmup} warm-up "
+            f"sweeps per chain ({rep.stopped_by}): the draws are warm-up sweeps, not a posterior "
+            "sample; raise --max-time"
+        )
+        return
     print(
         f"run: {rep.num_samples} sweeps per chain after {clf.n_iter_ - rep.num_samples} warm-up"
         f" ({rep.stopped_by}); max R-hat {rep.rhat_max:.3f}, min bulk ESS "

@@ -55,6 +55,12 @@ class RunReport(NamedTuple):
     compile_seconds : float
         The part of ``seconds`` JAX spent tracing and compiling (or loading compiled programs
         from the persistent cache): :func:`compile_clock` over the run.
+    stopped_in : str
+        ``"sampling"``, or ``"warmup"`` when the budget ran out before the warm-up ended: the
+        draws returned are then warm-up sweeps (``num_samples`` is 0), not a posterior sample.
+    warmup_sweeps : int
+        Warm-up sweeps per chain that actually ran (fewer than asked when ``stopped_in`` is
+        ``"warmup"``).
     """
 
     converged: bool
@@ -66,6 +72,8 @@ class RunReport(NamedTuple):
     worst: str
     seconds: float
     compile_seconds: float = 0.0
+    stopped_in: str = "sampling"
+    warmup_sweeps: int = 0
 
 
 class Resume(NamedTuple):
@@ -186,6 +194,7 @@ def sample_until_converged(
     ess_target: float = 400.0,
     max_samples: int = 10_000,
     max_time: float | None = None,
+    deadline: float | None = None,
     max_kept: int = 1_000,
     resume: Resume | None = None,
     check_every: int | None = None,
@@ -223,7 +232,12 @@ def sample_until_converged(
         Wall-clock budget in seconds (warm-up and compilation included). Before each chunk the
         run stops if that chunk, at the pace of the last one, would end past the budget; the
         first chunk always runs (it predicts nothing: it includes compilation). A budget spent
-        during warm-up returns the last warm-up chunk's draws with ``num_samples = 0``.
+        during warm-up returns the last warm-up chunk's draws with ``num_samples = 0`` and
+        ``stopped_in="warmup"``.
+    deadline : float or None
+        The same budget as an absolute :func:`time.perf_counter` reading, for a caller whose
+        budget started before this call (an estimator counts its validation and kernels too);
+        the earlier of the two applies.
     max_kept : int
         Stored draws per chain above which everything stored is thinned by two.
     resume : Resume, optional
@@ -244,8 +258,10 @@ def sample_until_converged(
         Run exactly ``max_samples`` post-warm-up sweeps (``stopped_by="num_samples"``); the
         report still judges the targets.
     progress : bool, default False
-        One progress bar over the whole run (warm-up and sampling), with the latest worst
-        R-hat and smallest bulk ESS in its postfix.
+        One progress bar over the whole run: ``compiling`` and the elapsed seconds while the
+        first chunk compiles, then the sweeps, its total the warm-up plus the sweeps up to the
+        next convergence check (growing after each failed check; warm-up plus ``max_samples``
+        for a fixed run), with the latest worst R-hat and smallest bulk ESS in its postfix.
 
     Returns
     -------
@@ -256,6 +272,8 @@ def sample_until_converged(
     chunk = int(mcmc.num_samples)
     check_every = chunk if check_every is None else max(int(check_every), chunk)
     t0, c0 = time.perf_counter(), compile_clock()
+    ends = [t for t in (deadline, None if max_time is None else t0 + max_time) if t is not None]
+    end = min(ends) if ends else None
     samples, extra, mons = [], [], []
     thin, done, done0, seconds0 = 1, 0, 0, 0.0
     warm_left = int(num_warmup)
@@ -264,15 +282,19 @@ def sample_until_converged(
         mons = [{k: np.asarray(v) for k, v in monitor(resume.samples).items()}]
         thin, done0, seconds0 = int(resume.thinning), int(resume.num_samples), resume.seconds
         warm_left = 0
-    bar = _progress_bar(progress, warm_left + max_samples)
+    warmup_total = warm_left
     key, pace, next_check = rng_key, None, check_every
+    bar = _progress_bar(
+        progress, warm_left + (max_samples if fixed else min(next_check, max_samples))
+    )
     try:
         while True:
             # the last call runs only the sweeps left in the budget (one more compile)
             mcmc.num_samples = min(chunk, warm_left + max_samples - done)
             n_run = int(mcmc.num_samples)
             t_chunk, c_chunk = time.perf_counter(), compile_clock()
-            mcmc.run(key, *model_args, extra_fields=extra_fields)
+            with _compiling(bar, first=pace is None):
+                mcmc.run(key, *model_args, extra_fields=extra_fields)
             s = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
             x = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
             # a runner that returns the monitored quantities itself spares the monitor's work
@@ -285,11 +307,13 @@ def sample_until_converged(
             if bar is not None:
                 bar.update(n_run)
             if skip == n_run:  # a warm-up chunk: nothing kept
-                if max_time is not None and time.perf_counter() - t0 + pace > max_time:
+                if end is not None and time.perf_counter() + pace > end:
                     samples, extra = [s], [x]  # the budget ran out during warm-up
                     mons = [monitor(s) if m is None else m]
                     return _finish(samples, extra, mons, "max_time", done0, thin, t0, c0,
-                                   seconds0, rhat_target, ess_target, bar)  # fmt: skip
+                                   seconds0, rhat_target, ess_target, bar,
+                                   stopped_in="warmup",
+                                   warmup_sweeps=warmup_total - warm_left)  # fmt: skip
                 continue
             s = {k: v[:, skip:] for k, v in s.items()}
             x = {k: v[:, skip:] for k, v in x.items()}
@@ -313,14 +337,17 @@ def sample_until_converged(
                     stopped_by = "targets"
                 next_check = done + next_check_gap(done, report.ess_bulk_min, ess_target,
                                                    chunk, check_every)  # fmt: skip
+                if bar is not None and stopped_by is None:  # the bar runs to the next check
+                    bar.total = warmup_total + min(next_check, max_samples)
+                    bar.refresh()
             if stopped_by is None and not fixed and done >= max_samples:
                 stopped_by = "max_samples"
-            elapsed = time.perf_counter() - t0
-            if stopped_by is None and max_time is not None and elapsed + pace > max_time:
+            if stopped_by is None and end is not None and time.perf_counter() + pace > end:
                 stopped_by = "max_time"
             if stopped_by is not None:
                 return _finish(samples, extra, mons, stopped_by, done0 + done, thin, t0, c0,
-                               seconds0, rhat_target, ess_target, bar)  # fmt: skip
+                               seconds0, rhat_target, ess_target, bar,
+                               warmup_sweeps=warmup_total)  # fmt: skip
 
             kept = sum(next(iter(p.values())).shape[1] for p in samples)
             if kept > max_kept:
@@ -341,15 +368,46 @@ def _progress_bar(show: bool, total: int):
     return tqdm(total=int(total), unit="sweep", desc="BM3KL", dynamic_ncols=True)
 
 
+class _compiling:
+    """While the first chunk runs (it compiles, or loads, the sweep's program), the bar says
+    ``compiling`` and a timer thread refreshes it each second so that its elapsed time moves."""
+
+    def __init__(self, bar, first: bool):
+        self.bar = bar if first else None
+        self._stop = None
+
+    def __enter__(self):
+        if self.bar is None:
+            return self
+        import threading
+
+        self.bar.set_postfix_str("compiling", refresh=True)
+        self._stop = threading.Event()
+
+        def tick():
+            while not self._stop.wait(1.0):
+                self.bar.refresh()
+
+        threading.Thread(target=tick, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        if self._stop is not None:
+            self._stop.set()
+            self.bar.set_postfix_str("", refresh=True)
+        return False
+
+
 def _finish(samples, extra, mons, stopped_by, num_samples, thin, t0, c0, seconds0, rhat_target,
-            ess_target, bar):  # fmt: skip
-    """The concatenated draws and the final :class:`RunReport`."""
+            ess_target, bar, **fields):  # fmt: skip
+    """The concatenated draws and the final :class:`RunReport` (``fields``: ``stopped_in``,
+    ``warmup_sweeps``)."""
     if bar is not None:
         bar.total = bar.n
         bar.refresh()
     report = judge(
         _concat(mons), rhat_target, ess_target, stopped_by=stopped_by, num_samples=num_samples,
         thinning=thin, seconds=seconds0 + time.perf_counter() - t0,
-        compile_seconds=compile_clock() - c0,
+        compile_seconds=compile_clock() - c0, **fields,
     )  # fmt: skip
     return _concat(samples), _concat(extra), report

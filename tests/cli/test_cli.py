@@ -257,3 +257,27 @@ def test_regression_options_refused_where_they_do_not_apply(tmp_path, capsys):
     assert main(["fit", str(tmp_path / "bad.csv"), "--task", "regression"]) == 2
     assert "target of data row 2 is not a number: 'high'" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()  # refused before the output directory was made
+
+
+def test_a_run_stopped_in_warm_up_says_so_and_counts_the_sweeps_that_ran(capsys):
+    """A budget spent in warm-up: the report says how many warm-up sweeps ran (not the
+    ``num_warmup`` asked) and that the draws are no posterior sample."""
+    import warnings
+
+    from bayesmkl.cli.report import print_diagnostics
+
+    Xtr, ytr, _, _ = small_data()
+    clf = BM3KLClassifier(
+        kernels="bsvm16", num_warmup=1000, num_samples="auto", num_chains=2, max_time=1e-3,
+        calibration=None, progress_bar=False, random_state=0,
+    )  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf.fit(Xtr, ytr)
+    rep = clf.run_report_
+    assert rep.stopped_in == "warmup" and rep.num_samples == 0
+    assert 0 < rep.warmup_sweeps < 1000
+    print_diagnostics(clf)
+    out = capsys.readouterr().out
+    assert f"stopped during warm-up, after {rep.warmup_sweeps} of 1000 warm-up sweeps" in out
+    assert "sweeps per chain after" not in out

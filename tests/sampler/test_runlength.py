@@ -151,6 +151,28 @@ def test_time_budget_stops_during_warm_up_and_says_so():
     )  # fmt: skip
     assert rep.stopped_by == "max_time" and rep.num_samples == 0 and not rep.converged
     assert samples["x"].shape == (4, 50, 2)
+    # the report says that these are warm-up draws, and how many warm-up sweeps ran
+    assert rep.stopped_in == "warmup"
+    assert 50 <= rep.warmup_sweeps < 1_000_000 and rep.warmup_sweeps % 50 == 0
+
+
+def test_a_deadline_counts_time_spent_before_the_run():
+    """``deadline`` is absolute: a caller's budget that began earlier (an estimator's kernels,
+    its compilation) is spent already, so the run stops after its one obligatory chunk."""
+    import time
+
+    _, _, rep = sample_until_converged(
+        _AR1Runner(25, 0.5), jax.random.key(0), (), _monitor, num_warmup=50, ess_target=1e9,
+        max_samples=5000, deadline=time.perf_counter() - 1.0,
+    )  # fmt: skip
+    assert rep.stopped_by == "max_time" and rep.stopped_in == "warmup"
+    assert rep.warmup_sweeps == 25 and rep.num_samples == 0
+    _, _, rep = sample_until_converged(
+        _AR1Runner(25, 0.5), jax.random.key(0), (), _monitor, num_warmup=50, ess_target=400,
+        max_samples=5000, deadline=time.perf_counter() + 600,
+    )  # fmt: skip
+    assert rep.stopped_by == "targets" and rep.stopped_in == "sampling"
+    assert rep.warmup_sweeps == 50
 
 
 def test_one_progress_bar_with_the_diagnostics(capsys):
@@ -159,5 +181,21 @@ def test_one_progress_bar_with_the_diagnostics(capsys):
         ess_target=1e9, progress=True,
     )  # fmt: skip
     err = capsys.readouterr().err
-    assert err.count("BM3KL:   0%") == 1  # one bar for warm-up and sampling
+    assert err.count("\n") == 1 and err.startswith("\rBM3KL:   0%")  # one bar for all
     assert "R-hat" in err and "ESS" in err and "300/300" in err
+    assert "compiling" in err  # said while the first chunk runs
+
+
+def test_the_progress_bar_runs_to_the_next_check_not_to_the_budget(capsys):
+    """An automatic run's bar totals warm-up plus the sweeps to the next convergence check,
+    and grows after a failed check, instead of promising the whole ``max_samples``."""
+    _, _, rep = sample_until_converged(
+        _AR1Runner(25, 0.5), jax.random.key(0), (), _monitor, num_warmup=50, ess_target=400,
+        max_samples=5000, check_every=250, progress=True,
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert rep.stopped_by == "targets"
+    assert "/300 " in err  # 50 warm-up + the first check at 250
+    assert "/5050" not in err and "/5000" not in err
+    done = 50 + rep.num_samples
+    assert f"{done}/{done} " in err  # ends full at the sweeps that ran
