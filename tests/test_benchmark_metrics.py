@@ -20,5 +20,3 @@ def test_ece_top_label_by_hand():
     proba = np.array([[0.95, 0.05], [0.05, 0.95], [0.62, 0.38], [0.38, 0.62]])
     codes = np.array([0, 0, 0, 1])
     assert ece_top_label(proba, codes) == pytest.approx((2 * 0.45 + 2 * 0.38) / 4, rel=1e-12)
-
-

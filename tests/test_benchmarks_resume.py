@@ -1,4 +1,4 @@
-"""Issue 22: the benchmarks are resumable (``benchmarks/_resume.py``).
+"""The benchmarks are resumable (``benchmarks/_common.py``).
 
 Each script runs a tiny configuration (the synthetic ``tiny`` data set, the cheapest methods) in
 a subprocess that stops after k finished units (``BAYESMKL_BENCH_STOP_AFTER``, as a kill at
@@ -39,7 +39,7 @@ def _run(script, args, out_dir, stop_after=None, timeout=120):
 
 
 def _interrupt_and_resume(script, args, tmp_path, stop_after, expected_units, timeout=120):
-    from _resume import STOPPED
+    from _common import STOPPED
 
     out = tmp_path / "res"
     args = [*args, "--out", str(out)]
@@ -82,7 +82,7 @@ def test_xu_table1_resumes(tmp_path):
 def test_xu_table1_publishes_finished_splits(tmp_path):
     """A run stopped in its second split has already written the first split's table, marked
     partial; ``--summary-only`` rewrites it from the JSON without computing a unit."""
-    from _resume import STOPPED
+    from _common import STOPPED
 
     out = tmp_path / "res"
     args = ["--quick", "--datasets", "tiny", "--methods", "AveKernel,L2MKL", "--n-jobs", "1",
@@ -116,7 +116,7 @@ def test_calibration_resumes(tmp_path):
 def test_calibration_eta_rows(tmp_path):
     """An η-study row of calibration.py fits BM3KL with the η and the budget in its name, is
     kept as its own unit, and is reported against the default row with its convergence."""
-    from _resume import eta_row
+    from _common import eta_row
     from calibration import bm3kl_params
 
     row = "BM3KL eta=0.2 max_time=30"
@@ -184,7 +184,7 @@ def test_stress_merges_a_part_run_by_another_process(tmp_path):
 
 def test_stress_summary_is_written_after_every_fit(tmp_path):
     """A run stopped after its first fit leaves the summary of that fit, marked partial."""
-    from _resume import STOPPED
+    from _common import STOPPED
 
     out = tmp_path / "res"
     first = _run("stress.py", ["--tiny", "--out", str(out)], tmp_path, stop_after=1)
@@ -343,7 +343,7 @@ def test_xu_table1_pairs_each_method_with_bm3kl_over_splits():
 
 @pytest.mark.parametrize("bad", ["", "{not json", '{"benchmark": "written before issue 22"}'])
 def test_unreadable_or_old_results_start_over(tmp_path, bad):
-    from _resume import UnitStore
+    from _common import UnitStore
 
     path = tmp_path / "r.json"
     path.write_text(bad)
@@ -366,8 +366,8 @@ def test_stress_watchdog_counts_a_fit_it_kills_as_a_hang(tmp_path):
 
 
 def _import_stress():
-    """``benchmarks/stress.py`` as a module, without leaking the 64-bit JAX that its import of
-    ``sweep_floor`` switches on (tests/test_x64.py checks that the suite runs in float32)."""
+    """``benchmarks/stress.py`` as a module, without leaking the 64-bit JAX that its import
+    switches on (tests/test_x64.py checks that the suite runs in float32)."""
     import jax
 
     before = jax.config.jax_enable_x64
@@ -434,7 +434,7 @@ def test_stress_watchdog_clock_is_the_child_cpu_time():
 def test_load_dataset_subsamples_each_class_equally():
     """``"<set>@<n>"``: n // K rows of each class of the set, rows of the set in its order, the
     same rows on every call (seed 0)."""
-    from _resume import load_dataset, tiny_data
+    from _common import load_dataset, tiny_data
 
     X, y = tiny_data()
     Xs, ys = load_dataset("tiny@20")
@@ -457,5 +457,3 @@ def test_xu_table1_run_note_names_the_worst_quantity_of_an_unconverged_fit():
     assert "in 1 of 2 split(s)" in note and "R-hat 1.130 (on w[7])" in note
     assert "(on" not in _run_note([ok])  # converged: nothing to name
     assert "(on" not in _run_note([{k: v for k, v in bad.items() if k != "worst"}])  # older units
-
-
