@@ -1,14 +1,9 @@
 """Data loaders: UCI benchmark CSVs (read from a directory, never bundled) and an offline demo set.
 
 The UCI files are plain CSV without header, one sample per row, the class label (integers from
-0) in the last column. They are read from the ``data_dir`` argument when one is given (only
-there: a misspelt directory is an error, not a silent fall-back to another copy), otherwise
-looked for, in this order, in
-
-1. the directory in the environment variable ``BAYESMKL_DATA``,
-2. ``../shared/data/uci`` relative to the current working directory,
-3. ``../shared/data/uci`` relative to the repository root (the parent of the ``bayesmkl``
-   package directory).
+0) in the last column. They are read from one directory: the ``data_dir`` argument when one is
+given (a misspelt directory is an error, not a silent fall-back to another copy), otherwise the
+directory in the environment variable ``BAYESMKL_DATA``. No other place is searched.
 
 Caveats of two data sets (see :func:`load_uci`):
 
@@ -34,12 +29,10 @@ __all__ = [
     "load_demo",
     "load_mfeat",
     "load_uci",
-    "make_duplicated_rows",
     "uci_search_path",
 ]
 
 ENV_VAR = "BAYESMKL_DATA"
-_RELATIVE = Path("..") / "shared" / "data" / "uci"
 #: The four views of UCI "Multiple Features" available as ``mfeat-<view>.csv``.
 MFEAT_VIEWS = ("fou", "fac", "kar", "pix")
 _ALIASES = {
@@ -54,38 +47,34 @@ _ALIASES = {
 
 
 def uci_search_path(data_dir=None) -> list[tuple[str, Path]]:
-    """The candidate directories, in search order, each with a description of its origin.
+    """The directory to read, with a description of its origin: ``data_dir`` when given,
+    otherwise ``$BAYESMKL_DATA`` when set, otherwise none.
 
     Parameters
     ----------
     data_dir : str or Path, optional
-        A directory given by the caller: then the only place searched.
+        A directory given by the caller.
 
     Returns
     -------
     list of (str, Path)
+        At most one entry.
     """
     if data_dir is not None:
         return [("data_dir argument", Path(data_dir).expanduser())]
-    places = []
     env = os.environ.get(ENV_VAR)
-    if env:
-        places.append((f"${ENV_VAR}", Path(env).expanduser()))
-    places.append(("../shared/data/uci from the working directory", Path.cwd() / _RELATIVE))
-    repo_root = Path(__file__).resolve().parent.parent
-    places.append(("../shared/data/uci from the repository root", repo_root / _RELATIVE))
-    return places
+    return [(f"${ENV_VAR}", Path(env).expanduser())] if env else []
 
 
 def find_uci_dir(data_dir=None) -> Path | None:
-    """The first existing UCI data directory on the search path, or ``None``.
+    """The UCI data directory (:func:`uci_search_path`) if it exists, or ``None``.
 
     A directory counts when it exists and holds at least one ``.csv`` file.
 
     Parameters
     ----------
     data_dir : str or Path, optional
-        The only directory searched when given.
+        The directory to check; default ``$BAYESMKL_DATA``.
 
     Returns
     -------
@@ -130,8 +119,7 @@ def load_uci(name: str, data_dir=None) -> tuple[np.ndarray, np.ndarray]:
         suffix and the aliases ``bupa``/``bupaliver`` (liver), ``diabetes`` (pima) and ``wdbc``
         (breast) are accepted.
     data_dir : str or Path, optional
-        The directory to read from (only there). Default: ``$BAYESMKL_DATA``, then
-        ``../shared/data/uci`` from the working directory and from the repository root.
+        The directory to read from. Default: the directory in ``$BAYESMKL_DATA``.
 
     Returns
     -------
@@ -142,9 +130,9 @@ def load_uci(name: str, data_dir=None) -> tuple[np.ndarray, np.ndarray]:
     Raises
     ------
     FileNotFoundError
-        If ``data_dir`` is given and is not a directory, or no directory searched holds
-        ``<name>.csv``. The message lists every place searched and, when some data directory
-        exists, the data set names found there.
+        If ``data_dir`` is given and is not a directory, if neither ``data_dir`` nor
+        ``$BAYESMKL_DATA`` is given, or if the directory holds no ``<name>.csv``. The message
+        names the place searched and, when the data directory exists, the data sets found there.
 
     Notes
     -----
@@ -173,17 +161,22 @@ def load_uci(name: str, data_dir=None) -> tuple[np.ndarray, np.ndarray]:
         path = d / f"{key}.csv"
         if path.is_file():
             return _read_csv(path)
+    if not places:
+        raise FileNotFoundError(
+            f"UCI data set {name!r}: no data directory given. Pass data_dir=..., or set "
+            f"${ENV_VAR} to the directory that holds {key}.csv."
+        )
     looked = "\n".join(f"  - {d / (key + '.csv')}  ({origin})" for origin, d in places)
     found = find_uci_dir(data_dir)
     if found is not None:
         available = sorted(p.stem for p in found.glob("*.csv"))
         raise FileNotFoundError(
             f"unknown UCI data set {name!r}: no {key}.csv found. Data sets available in "
-            f"{found}: {', '.join(available)}.\nPlaces searched:\n{looked}"
+            f"{found}: {', '.join(available)}.\nPlace searched:\n{looked}"
         )
     raise FileNotFoundError(
-        f"UCI data set {name!r} not found: no data directory exists. Pass data_dir=..., or set "
-        f"${ENV_VAR}. Places searched:\n{looked}"
+        f"UCI data set {name!r} not found: the data directory is missing or holds no CSV. Pass "
+        f"data_dir=..., or set ${ENV_VAR}. Place searched:\n{looked}"
     )
 
 
@@ -260,32 +253,3 @@ def load_demo() -> tuple[np.ndarray, np.ndarray, list[str]]:
     X = np.asarray(data.data, dtype=np.float64)
     y = np.asarray(data.target, dtype=np.int64)
     return X, y, [str(n) for n in data.feature_names]
-
-
-def make_duplicated_rows(n: int = 350, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """Three low-cardinality features (one a rare binary) and a logistic label: many duplicated
-    rows (12 distinct for the defaults), hence rank-deficient kernels.
-
-    The data of ``../shared/repro/nan_divergence.py`` (issue 11), on which the sampler used to
-    return all-NaN draws; used by the tests and ``benchmarks/stress.py``.
-
-    Parameters
-    ----------
-    n : int
-        Number of rows.
-    seed : int
-        Seed of ``numpy.random.default_rng`` (1 reproduces the repro script).
-
-    Returns
-    -------
-    X : ndarray (n, 3), standardised
-    y : ndarray (n,), int 0/1
-    """
-    rng = np.random.default_rng(seed)
-    cls = rng.choice(4, n, p=[0.15, 0.13, 0.32, 0.40]).astype(float)  # ordinal, 4 levels
-    age = (rng.random(n) < 0.05).astype(float)  # rare binary
-    sex = (rng.random(n) < 0.79).astype(float)
-    X = np.column_stack([cls, age, sex])
-    logit = -1.2 * sex + 0.8 * age - 0.5 * (cls - 1.5) + 0.2
-    y = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
-    return (X - X.mean(0)) / X.std(0), y

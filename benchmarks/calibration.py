@@ -47,7 +47,7 @@ per-split values, timings, the configuration and the machine) and ``calibration.
 (2 sets, 2 splits, short chains, no GPC) writes ``calibration_quick.*``; ``--out STEM`` writes
 elsewhere. The data set ``tiny`` (60 synthetic rows, no shared data needed) is for smoke runs.
 
-Resumable (``benchmarks/_resume.py``): every finished unit — data set × split × method, where
+Resumable (``benchmarks/_common.py``): every finished unit — data set × split × method, where
 one BM3KL fit gives the three BM3KL rows — is written to the JSON at once (atomically), with the
 package commit and the load average; a restart with the same settings skips the units already
 there, so an interrupted run loses at most the unit it was in (``--fresh`` starts over;
@@ -72,7 +72,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
-from _resume import (  # noqa: E402
+from _common import (  # noqa: E402
     UnitStore,
     add_merge_argument,
     eta_row,

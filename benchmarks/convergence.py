@@ -17,7 +17,8 @@ and two units on breast cancer:
 * ``second process``: a fit of the same shape and configuration in a fresh Python process, whose
   programs come from the persistent compilation cache: its ``compile_s`` before the first sweep.
 
-Resumable (``_store``): every finished unit is written at once; a restart skips finished units.
+Resumable (``_common.UnitStore``): every finished unit is written at once; a restart skips
+finished units.
 Usage::
 
     OPENBLAS_NUM_THREADS=1 nohup .venv/bin/python benchmarks/convergence.py &
@@ -50,7 +51,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from _store import ResumableResults  # noqa: E402
+from _common import UnitStore, load_dataset, write_atomic  # noqa: E402
 
 DATASETS = "breast-sklearn,sonar,liver,ionosphere,pima,heart,wine,glass"
 
@@ -58,9 +59,9 @@ DATASETS = "breast-sklearn,sonar,liver,ionosphere,pima,heart,wine,glass"
 def split(dataset: str):
     from sklearn.model_selection import train_test_split
 
-    from bayesmkl.datasets import load_demo, load_uci
+    from bayesmkl.datasets import load_demo
 
-    X, y = load_demo()[:2] if dataset == "breast-sklearn" else load_uci(dataset)
+    X, y = load_demo()[:2] if dataset == "breast-sklearn" else load_dataset(dataset)
     return train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
 
 
@@ -132,9 +133,17 @@ def second_process() -> dict:
 SPECIAL = {"max_time=10": "max_time_10", "second process": "second_process"}
 
 
-def rows_of(results: dict) -> list[dict]:
+def unit_row(record: dict) -> dict:
+    """A unit's result with the commit, the 1-minute load average and the time it ended."""
+    load = record["loadavg"]
+    return {**record["result"], "commit": record["commit"],
+            "loadavg": load[0] if isinstance(load, list) else load,
+            "finished": record["finished"]}  # fmt: skip
+
+
+def rows_of(units: dict) -> list[dict]:
     """One row per data set; breast cancer's also holds the special units."""
-    units = results["units"]
+    units = {k: unit_row(u) for k, u in units.items()}
     rows = [dict(u) for k, u in units.items() if k not in SPECIAL]
     for row in rows:
         if row["dataset"] == "breast-sklearn":
@@ -142,16 +151,13 @@ def rows_of(results: dict) -> list[dict]:
     return rows
 
 
-def write_rows(results: dict, out: str) -> None:
-    for path, text in ((Path(out + ".json"), json.dumps(rows_of(results), indent=1, default=float)),
-                       (Path(out + ".md"), markdown(results))):  # fmt: skip
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+def write_rows(units: dict, out: str) -> None:
+    write_atomic(Path(out + ".json"), json.dumps(rows_of(units), indent=1, default=float))
+    write_atomic(Path(out + ".md"), markdown(units))
 
 
-def markdown(results: dict) -> str:
-    rows = list(results["units"].values())
+def markdown(units: dict) -> str:
+    rows = [unit_row(u) for u in units.values()]
     out = ["# Convergence of the default fit (issue 21)", "",
            "Default `BM3KLClassifier(random_state=0)`, stratified 70/30 split (seed 0); "
            "`svc_grid_s`: GridSearchCV(SVC(probability=True)), 7 × 7 grid, 5 folds, same run. "
@@ -182,27 +188,28 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--datasets", default=DATASETS)
     p.add_argument("--out", default=str(HERE / "results" / "convergence"))
+    p.add_argument("--fresh", action="store_true", help="ignore the units already in the file")
     args = p.parse_args(argv)
     os.environ.setdefault("BAYESMKL_CACHE_DIR", tempfile.mkdtemp(prefix="bayesmkl-jax-cache-"))
-    store = ResumableResults(Path(args.out + "_units.json"), {"split": "70/30 seed 0"})
+    store = UnitStore(Path(args.out + "_units.json"), {"split": "70/30 seed 0"}, fresh=args.fresh)
     for ds in args.datasets.split(","):
         if not store.done(ds):
-            row = fit_default(ds)
-            row.update(svc_grid(ds))
-            store.add(ds, row)
-            write_rows(store.data, args.out)
-            print(ds, row["stopped_by"], f"{row['fit_s']:.0f} s", flush=True)
+            result = fit_default(ds)
+            result.update(svc_grid(ds))
+            store.add(ds, result)
+            write_rows(store.units, args.out)
+            print(ds, result["stopped_by"], f"{result['fit_s']:.0f} s", flush=True)
         if ds == "breast-sklearn":
             if not store.done("max_time=10"):
                 t0 = time.perf_counter()
-                row = fit_default(ds, max_time=10)
-                row.update(dataset="breast-sklearn (max_time=10)",
-                           wall_s=time.perf_counter() - t0)  # fmt: skip
-                store.add("max_time=10", row)
-                write_rows(store.data, args.out)
+                result = fit_default(ds, max_time=10)
+                result.update(dataset="breast-sklearn (max_time=10)",
+                              wall_s=time.perf_counter() - t0)  # fmt: skip
+                store.add("max_time=10", result)
+                write_rows(store.units, args.out)
             if not store.done("second process"):
                 store.add("second process", second_process())
-                write_rows(store.data, args.out)
+                write_rows(store.units, args.out)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -24,6 +25,9 @@ import numpy as np
 from arviz_stats.base import array_stats
 from numpyro.infer import MCMC
 from sklearn.datasets import load_breast_cancer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # noqa: E402, F401  (sets $BAYESMKL_DATA to the shared data when unset)
 
 from bayesmkl.config import x64_scope
 from bayesmkl.datasets import find_uci_dir, load_uci

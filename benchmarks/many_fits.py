@@ -38,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from _store import package_commit  # noqa: E402
+from _common import git_commit, write_atomic  # noqa: E402
 
 
 def maps_and_rss() -> tuple[int, float]:
@@ -61,7 +61,7 @@ def main(argv=None):
     X, y, _ = load_demo()
     order = np.random.default_rng(0).permutation(len(y))
     rows = []
-    result = {"commit": package_commit(), "n_fits": args.n_fits, "rows": rows}
+    result = {"commit": git_commit(), "n_fits": args.n_fits, "rows": rows}
     for k in range(args.n_fits):
         n = 100 + k
         idx = order[:n]
@@ -80,9 +80,7 @@ def main(argv=None):
                 first = max(r[key] for r in rows[:20])
                 result[f"growth_{name}"] = max(r[key] for r in rows[20:]) / first - 1.0
                 result[f"growth_{name}_last"] = rows[-1][key] / rows[19][key] - 1.0
-        tmp = Path(args.out + ".tmp")
-        tmp.write_text(json.dumps(result, indent=1))
-        os.replace(tmp, args.out)
+        write_atomic(Path(args.out), json.dumps(result, indent=1))
         print(f"fit {k + 1} N={n}: {n_maps} maps, {rss:.0f} MiB", flush=True)
 
 

@@ -44,7 +44,7 @@ Usage::
 
 Writes ``benchmarks/results/regression.json`` (``datasets``: data set → method → means over
 splits and SDs; ``per_split``: the per-unit rows; configuration, machine) and
-``regression.md``. Resumable (``benchmarks/_resume.py``): each finished data set × split ×
+``regression.md``. Resumable (``benchmarks/_common.py``): each finished data set × split ×
 method is written at once with the package commit and the load average, and a restart skips it.
 """
 
@@ -65,7 +65,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
-from _resume import UnitStore, write_atomic  # noqa: E402
+from _common import UnitStore, write_atomic  # noqa: E402
 
 DATASETS = ("diabetes", "california", "liver")
 METHODS = ("BM3KL", "SVR", "KRR", "GPR", "MKR")

@@ -32,7 +32,7 @@ all quantities of both problems; ``min_p`` is the smallest adjusted p-value (iss
 first replications of the binary problem (same data and keys): ``lam_ignores_margin`` (the λ step
 uses m ≡ 1, a threading bug) and ``no_log_jacobian`` (the log-e HMC move without its Jacobian).
 
-Resumable (``benchmarks/_resume.py``): each replication is one unit, written at once with the
+Resumable (``benchmarks/_common.py``): each replication is one unit, written at once with the
 commit and the load average; a restart skips the finished ones. Writes
 ``benchmarks/results/sbc.json``, ``sbc.md`` and ``sbc_ranks.png``.
 
@@ -59,8 +59,7 @@ from scipy import stats
 
 jax.config.update("jax_enable_x64", True)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _resume import UnitStore, write_atomic  # noqa: E402
-from sweep_floor import RESULTS, _default, machine_info, md_table  # noqa: E402
+from _common import RESULTS, UnitStore, json_default, machine_info, md_table, write_atomic  # noqa: E402
 
 from bayesmkl.estimators._fitting import enable_compilation_cache  # noqa: E402
 from bayesmkl.model.classification import PRIORS, combine_kernels, decision_values, log_joint  # noqa: E402
@@ -358,7 +357,7 @@ def main(argv=None):
         "prior": dict(hyper._asdict()),
         "sampler": "collapsed_log, step 0.01, 10 leapfrog, nu gibbs, n_active 32",
     }
-    store = UnitStore(out.with_suffix(".json"), settings, fresh=args.fresh, default=_default)
+    store = UnitStore(out.with_suffix(".json"), settings, fresh=args.fresh, default=json_default)
     problems = args.problems.split(",")
     units = [(p, "correct", r) for r in range(args.reps) for p in problems]
     wrong = [("binary", v, r) for v in args.variants.split(",") for r in range(args.wrong_reps)]

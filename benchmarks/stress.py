@@ -39,7 +39,7 @@ Writes ``benchmarks/results/stress.json`` (``{"runs", "nan_runs", "silent_failur
 default prior, 200 fixed sweeps) writes ``stress_quick.*``; ``--tiny`` (a 60-row synthetic
 set, 6 sweeps, 2 chains, γ0 ∈ {1, 100}, no calibration: a smoke run) writes ``stress_tiny.*``.
 
-Resumable (``benchmarks/_resume.py``): every fit (data set × prior × γ0, or extreme setting)
+Resumable (``benchmarks/_common.py``): every fit (data set × prior × γ0, or extreme setting)
 is written to the JSON as soon as it ends, with the package commit and the load average; a
 restart with the same settings skips the fits already there (``--fresh`` starts over). The
 grid runs first with the default prior, then the extreme settings, then the paper's prior.
@@ -71,17 +71,23 @@ import time
 import warnings
 from pathlib import Path
 
+import jax
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _resume import (  # noqa: E402
+from _common import (  # noqa: E402
+    RESULTS,
     UnitStore,
     add_merge_argument,
+    json_default,
     load_dataset,
-    tiny_data,
+    machine_info,
+    md_table,
     write_atomic,
 )
-from sweep_floor import RESULTS, _default, machine_info, md_table  # noqa: E402
+
+# 64-bit JAX for the whole process (the estimator switches it on only inside its own calls)
+jax.config.update("jax_enable_x64", True)
 
 BINARY = ("sonar", "liver", "ionosphere", "pima", "heart", "breast")
 MULTICLASS = ("wine", "glass", "mfeat-fou")
@@ -107,12 +113,8 @@ WALL_FACTOR = 3.0
 
 def load(name: str):
     """``(X, y)`` or ``None`` when the shared data are absent."""
-    from bayesmkl.datasets import make_duplicated_rows
-
-    if name == "repro":
-        return make_duplicated_rows()
-    if name == "tiny":
-        return tiny_data()
+    if name in ("repro", "tiny"):
+        return load_dataset(name)
     from bayesmkl.datasets import find_uci_dir
 
     if find_uci_dir() is None:
@@ -357,7 +359,7 @@ def main(argv=None):
         from bayesmkl.estimators._fitting import enable_compilation_cache
 
         enable_compilation_cache()
-        print(_MARK + json.dumps(run_one(json.loads(args.unit)), default=_default), flush=True)
+        print(_MARK + json.dumps(run_one(json.loads(args.unit)), default=json_default), flush=True)
         return None
     small = args.tiny or args.quick
     default_names = ("tiny",) if args.tiny else (QUICK if args.quick else FULL)
@@ -376,7 +378,7 @@ def main(argv=None):
         out.with_suffix(".json"),
         {**common, "split": "stratified 70/30, seed 0", "run_length": "auto" if sweeps is None
          else "fixed", "extreme_max_time": EXTREME_MAX_TIME},
-        fresh=args.fresh, default=_default,
+        fresh=args.fresh, default=json_default,
     )  # fmt: skip
     for other in args.merge:
         store.merge(other)

@@ -17,17 +17,13 @@ Usage::
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/sweep_floor.py [--quick]
 
-Writes ``benchmarks/results/sweep_floor.json`` and ``.md``. This module also holds the small
-helpers (timing, synthetic kernels, result files) shared by ``mixing.py`` and ``scaling.py``.
+Writes ``benchmarks/results/sweep_floor.json`` and ``.md``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import resource
+import sys
 import time
 from functools import partial
 from pathlib import Path
@@ -36,109 +32,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-# the low-level sweep runs outside bayesmkl's entry points, which scope 64-bit JAX themselves;
-# mixing.py and scaling.py import this module and rely on this switch too
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (  # noqa: E402
+    best_time,
+    block,
+    compile_time,
+    current_rss_gib,
+    machine_info,
+    md_table,
+    rss_gib,
+    synthetic_kernels,
+    write_results,
+)
+
+# the low-level sweep runs outside bayesmkl's entry points, which scope 64-bit JAX themselves
 jax.config.update("jax_enable_x64", True)
-
-RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def block(x):
-    return jax.block_until_ready(x)
-
-
-def best_time(fn, *args, reps: int = 5, min_time: float = 0.0):
-    """Best wall time of ``fn(*args)`` over ``reps`` calls (already compiled), in seconds."""
-    block(fn(*args))
-    times = []
-    t_all = time.perf_counter()
-    for _ in range(reps):
-        t = time.perf_counter()
-        block(fn(*args))
-        times.append(time.perf_counter() - t)
-        if min_time and time.perf_counter() - t_all > min_time and len(times) >= 2:
-            break
-    return float(min(times)), float(np.median(times))
-
-
-def compile_time(jitted, *args):
-    """Seconds to lower and compile ``jitted`` for ``args``; returns (seconds, compiled)."""
-    t = time.perf_counter()
-    compiled = jitted.lower(*args).compile()
-    return time.perf_counter() - t, compiled
-
-
-def rss_gib() -> float:
-    """Peak resident set size of this process so far (GiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-
-
-def current_rss_gib() -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 2**20
-    return float("nan")
-
-
-def synthetic_kernels(P: int, N: int, C: int, dtype=np.float64, seed: int = 0):
-    """Gaussian kernels ``(P, N, N)`` (unit diagonal, widths log-spaced) on random 5-D points,
-    and ±1 one-vs-all targets ``(C, N)`` (C = 1: binary)."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(N, 5))
-    d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
-    widths = np.exp(np.linspace(np.log(0.25), np.log(16.0), P))
-    K = np.empty((P, N, N), dtype=dtype)
-    for s in range(0, P, 256):
-        w = widths[s : s + 256]
-        K[s : s + 256] = np.exp(-d2[None] / (2.0 * w[:, None, None] ** 2))
-    n_cls = 2 if C == 1 else C
-    y = rng.integers(0, n_cls, N)
-    from bayesmkl.model.classification import signed_targets
-
-    return jnp.asarray(K), jnp.asarray(signed_targets(y, n_cls))
-
-
-def machine_info() -> dict:
-    load = os.getloadavg()
-    return {
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "jax_devices": [str(d) for d in jax.devices()],
-        "jax": jax.__version__,
-        "loadavg_1_5_15": [round(x, 2) for x in load],
-        "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
-        "XLA_FLAGS": os.environ.get("XLA_FLAGS"),
-    }
-
-
-def write_results(name: str, payload: dict, markdown: str):
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    payload = {"benchmark": name, "machine": machine_info(), **payload}
-    (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2, default=_default) + "\n")
-    (RESULTS / f"{name}.md").write_text(markdown)
-    print(f"wrote {RESULTS / (name + '.json')} and .md")
-
-
-def _default(x):
-    if isinstance(x, (np.floating, np.integer)):
-        return x.item()
-    if isinstance(x, (np.ndarray, jnp.ndarray)):
-        return np.asarray(x).tolist()
-    return str(x)
-
-
-def md_table(rows: list[dict], cols: list[str], fmt: dict | None = None) -> str:
-    fmt = fmt or {}
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows:
-        cells = []
-        for c in cols:
-            v = r.get(c, "")
-            f = fmt.get(c)
-            cells.append(f.format(v) if f and isinstance(v, (int, float)) else str(v))
-        out.append("| " + " | ".join(cells) + " |")
-    return "\n".join(out) + "\n"
 
 
 # =============================================================================================

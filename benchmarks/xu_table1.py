@@ -2,7 +2,7 @@
 
 Protocol (spec ``baselines.md``, paper A, "Protocol A"):
 
-* data: UCI CSVs from ``../shared/data/uci`` (found by :func:`bayesmkl.datasets.find_uci_dir`);
+* data: UCI CSVs from ``$BAYESMKL_DATA`` (``../shared/data/uci`` when unset: ``_common.py``);
   ``pima`` is the paper's "Diabetes";
 * per split: random 70 % / 30 % train/test (not stratified); the SimpleMKL pool
   :meth:`KernelPool.simplemkl` (Gaussian widths 2^-3..2^6 and polynomial degrees 1-3, on all
@@ -29,7 +29,7 @@ minutes on two cores. Results go to ``benchmarks/results/xu_table1.{json,md}`` w
 Table I (accuracy) and Table II (training time) numbers beside ours. The data set ``tiny`` (60
 synthetic rows, no shared data needed) is for smoke runs.
 
-Resumable (``benchmarks/_resume.py``): every finished unit — data set × split × method: its CV
+Resumable (``benchmarks/_common.py``): every finished unit — data set × split × method: its CV
 and its refit — is written to the JSON at once (atomically), with the package commit and the
 load average; a restart with the same settings skips the units already there (``--fresh``
 starts over). Two processes may share the work by data set, or by split of one data set
@@ -64,7 +64,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from _resume import (  # noqa: E402
+from _common import (  # noqa: E402
     UnitStore,
     add_merge_argument,
     eta_row,

@@ -14,6 +14,7 @@ Sphinx warnings below, so they fail the build too.
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -21,6 +22,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "_ext"))
 sys.path.insert(0, str(HERE.parent))  # the package of this checkout, installed or not
+# The notebooks read the UCI data through $BAYESMKL_DATA (bayesmkl.datasets reads nothing else)
+# and fall back to bundled data without it: point it at the shared data beside the checkout.
+os.environ.setdefault("BAYESMKL_DATA", str(HERE.parent.parent / "shared" / "data" / "uci"))
 
 import bayesmkl  # noqa: E402
 

@@ -6,13 +6,16 @@ low-level building blocks that a caller must run in 64-bit mode (the NumPyro ker
 variates, the likelihood, and prediction from JAX arrays the test builds itself; see
 ``_LOW_LEVEL``) get it from an autouse fixture.
 
-``uci_dir``: the directory with the real UCI CSVs (``../shared/data/uci``, ``$BAYESMKL_DATA``),
-found by :func:`bayesmkl.datasets.find_uci_dir`; tests that request it are skipped cleanly when
-it is absent. Mark such tests ``@pytest.mark.shared_data`` so ``-m "not shared_data"`` works.
+UCI data: :mod:`bayesmkl.datasets` reads only its ``data_dir`` argument or ``$BAYESMKL_DATA``.
+The tests read ``$BAYESMKL_DATA``, which this file sets to ``<repository>/../shared/data/uci``
+when it is unset. ``uci_dir`` is that directory, found by
+:func:`bayesmkl.datasets.find_uci_dir`; tests that request it are skipped cleanly when it is
+absent. Mark such tests ``@pytest.mark.shared_data`` so ``-m "not shared_data"`` works.
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -26,6 +29,9 @@ from bayesmkl.estimators._fitting import enable_compilation_cache
 enable_compilation_cache(Path(tempfile.gettempdir()) / "bayesmkl-test-jax-cache")
 
 _TESTS = Path(__file__).resolve().parent
+#: The shared UCI data directory the tests read when ``$BAYESMKL_DATA`` is unset.
+DEFAULT_DATA = _TESTS.parent.parent / "shared" / "data" / "uci"
+os.environ.setdefault("BAYESMKL_DATA", str(DEFAULT_DATA))
 #: Test paths (relative to tests/) whose code calls the low-level, unscoped API directly.
 _LOW_LEVEL = (
     "sampler/",
@@ -72,5 +78,5 @@ def uci_dir() -> Path:
 
     path = find_uci_dir()
     if path is None:
-        pytest.skip("shared UCI data not found (../shared/data/uci or $BAYESMKL_DATA)")
+        pytest.skip(f"shared UCI data not found in $BAYESMKL_DATA ({os.environ['BAYESMKL_DATA']})")
     return path

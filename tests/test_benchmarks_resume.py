@@ -1,4 +1,4 @@
-"""Issue 22: the benchmarks are resumable (``benchmarks/_resume.py``).
+"""The benchmarks are resumable (``benchmarks/_common.py``).
 
 Each script runs a tiny configuration (the synthetic ``tiny`` data set, the cheapest methods) in
 a subprocess that stops after k finished units (``BAYESMKL_BENCH_STOP_AFTER``, as a kill at
@@ -39,7 +39,7 @@ def _run(script, args, out_dir, stop_after=None, timeout=120):
 
 
 def _interrupt_and_resume(script, args, tmp_path, stop_after, expected_units, timeout=120):
-    from _resume import STOPPED
+    from _common import STOPPED
 
     out = tmp_path / "res"
     args = [*args, "--out", str(out)]
@@ -82,7 +82,7 @@ def test_xu_table1_resumes(tmp_path):
 def test_xu_table1_publishes_finished_splits(tmp_path):
     """A run stopped in its second split has already written the first split's table, marked
     partial; ``--summary-only`` rewrites it from the JSON without computing a unit."""
-    from _resume import STOPPED
+    from _common import STOPPED
 
     out = tmp_path / "res"
     args = ["--quick", "--datasets", "tiny", "--methods", "AveKernel,L2MKL", "--n-jobs", "1",
@@ -116,7 +116,7 @@ def test_calibration_resumes(tmp_path):
 def test_calibration_eta_rows(tmp_path):
     """An η-study row of calibration.py fits BM3KL with the η and the budget in its name, is
     kept as its own unit, and is reported against the default row with its convergence."""
-    from _resume import eta_row
+    from _common import eta_row
     from calibration import bm3kl_params
 
     row = "BM3KL eta=0.2 max_time=30"
@@ -143,100 +143,6 @@ def test_calibration_eta_rows(tmp_path):
     assert f"| tiny | {row} | {want:+.4f} |" in md
 
 
-@pytest.mark.parametrize("script", ["calibration_map.py", "ece_floor.py", "calibration_floor.py"])
-def test_split_unit_benchmarks_resume(tmp_path, script):
-    """The benchmarks driven by ``_resume.run_split_units``: one BM3KL fit per split of
-    ``tiny`` (``--sweeps``: a short fixed run, kept in the unit configuration); the summary
-    covers both splits after the restart."""
-    extra = ["--draws", "20"] if script == "ece_floor.py" else []
-    final = _interrupt_and_resume(
-        script, ["--datasets", "tiny", "--splits", "2", "--sweeps", "25", *extra], tmp_path,
-        stop_after=1, expected_units=["tiny | split 0", "tiny | split 1"], timeout=300,
-    )  # fmt: skip
-    assert final["summary"]["tiny"]["n_splits"] == 2
-    assert final["unit_config"]["sweeps"] == 25
-
-
-def test_sweeps_is_a_fixed_run_kept_out_of_a_full_runs_configuration():
-    """``--sweeps N`` gives BM3KL fits of N + N sweeps on 2 chains and enters the unit
-    configuration; without it neither the fits nor the configuration change, so the committed
-    results files (written before the option) still resume."""
-    from types import SimpleNamespace
-
-    from _resume import fixed_run, with_sweeps
-
-    full, smoke = SimpleNamespace(sweeps=None), SimpleNamespace(sweeps=25)
-    assert fixed_run(full) == {} and with_sweeps({"splits": 5}, full) == {"splits": 5}
-    assert fixed_run(smoke) == {"num_warmup": 25, "num_samples": 25, "num_chains": 2}
-    assert with_sweeps({"splits": 5}, smoke) == {"splits": 5, "sweeps": 25}
-    for name in ("calibration_map", "ece_floor", "calibration_floor", "prior_accuracy"):
-        stored = json.loads((BENCH / "results" / f"{name}.json").read_text())["unit_config"]
-        assert "sweeps" not in stored, name
-
-
-def test_calibration_pooled_pairs_each_split_once(tmp_path):
-    """``calibration_pooled.py`` pools calibration.py's per-split rows with calibration_map.py's
-    units of another seed: means and paired differences over all splits, and a split that
-    appears twice (the same file passed twice) is refused."""
-    from calibration_pooled import main, pool
-
-    def m(v):
-        return {"logloss": v, "ece": v / 10, "acc": 1 - v}
-
-    a = tmp_path / "a.json"
-    a.write_text(json.dumps({"config": {"seed": 0}, "per_split": {"heart": {
-        "BM3KL": [{**m(0.4), "split": 0}, {**m(0.5), "split": 1}],
-        "SVC": [{**m(0.45), "split": 0}, {**m(0.45), "split": 1}]}}}))  # fmt: skip
-    b = tmp_path / "b.json"
-    b.write_text(json.dumps({"unit_config": {"seed": 100}, "units": {"heart | split 0": {
-        "result": {"estimator_metrics": m(0.3), "rows": {"SVC": m(0.6)}}}}}))  # fmt: skip
-    s = pool([a, b])["heart"]
-    assert s["n_splits"] == 3
-    diffs = np.array([0.4 - 0.45, 0.5 - 0.45, 0.3 - 0.6])
-    assert np.allclose(s["logloss"]["diff"], [diffs.mean(), diffs.std(ddof=1) / np.sqrt(3)])
-    # Nadeau-Bengio: SD·√(1/n + n_test/n_train) with the 70/30 splits' 3/7
-    assert np.isclose(s["logloss"]["corrected_se"], diffs.std(ddof=1) * np.sqrt(1 / 3 + 3 / 7))
-    assert s["ece"]["bm3kl_le_svc"] == 2 and np.isclose(s["acc"]["SVC"], 1 - 0.5)
-    with pytest.raises(ValueError, match="appears twice"):
-        pool([a, b, b])
-    assert main(["--runs", f"{a},{b}", "--out", str(tmp_path / "p")]) == 0
-    md = (tmp_path / "p.md").read_text()
-    assert "| heart | 3 |" in md and "* ece ≤ SVC on 1 of 1, within 10 % on 1" in md
-
-
-def test_calibration_floor_fit_recovers_a_known_label_noise_floor():
-    """``calibration_floor.fit_floor_map`` is a maximum-likelihood fit of (T, ε): on labels
-    drawn from ``ε/2 + (1 − ε)·σ(T·f)`` it recovers both within 4 standard errors (from the
-    observed information at the optimum), and its predictive matches its log-loss."""
-    from calibration_floor import fit_floor_map
-    from calibration_map import floor_nll, floor_proba
-    from scipy.optimize import approx_fprime
-
-    rng = np.random.default_rng(7)
-    n, T0, eps0 = 6000, 2.5, 0.12
-    f = rng.normal(0.0, 2.0, size=(1, n, 1))
-    p1 = eps0 / 2 + (1 - eps0) / (1 + np.exp(-T0 * f[0, :, 0]))
-    codes = (rng.uniform(size=n) < p1).astype(int)
-    log_w = np.zeros((1, n))
-    T, eps, loss = fit_floor_map(f, codes, log_w, t_max=10.0)
-
-    def nll_sum(theta):
-        return n * floor_nll(f, codes, log_w, theta)
-
-    x = np.array([T, eps])
-    hess = np.array([approx_fprime(x, lambda t, i=i: approx_fprime(t, nll_sum, 1e-5)[i], 1e-5)
-                     for i in range(2)])  # fmt: skip
-    se = np.sqrt(np.diag(np.linalg.inv(hess)))
-    assert abs(T - T0) < 4 * se[0] and abs(eps - eps0) < 4 * se[1], (T, eps, se)
-    assert 0 < se[1] < 0.05  # the check has power: ε is pinned to a few hundredths
-    P = floor_proba(f, (T, eps))
-    assert np.allclose(P.sum(axis=1), 1.0)
-    assert np.isclose(-np.mean(np.log(P[np.arange(n), codes])), loss, rtol=1e-6)
-    # no label against its decision value's sign at a large margin: the floor is not used
-    clean = (f[0, :, 0] > 0).astype(int)
-    assert fit_floor_map(f, clean, log_w, t_max=10.0)[1] < 1e-3
-
-
 def test_regression_resumes(tmp_path):
     """Two cheap baselines on diabetes (bundled with scikit-learn), two splits."""
     final = _interrupt_and_resume(
@@ -248,21 +154,6 @@ def test_regression_resumes(tmp_path):
     summary = final["datasets"]["diabetes"]
     assert summary["KRR"]["n_splits"] == 2 and summary["GPR"]["n_splits"] == 2
     assert {"rmse", "lpd", "coverage90", "crps", "fit_s"} <= set(summary["GPR"])
-
-
-def test_kernel_scale_resumes_and_tabulates_each_scale(tmp_path):
-    """``kernel_scale.py --tiny``: one unit per kernel scale, kept across a restart; each row
-    records the mean diagonal of the scaled kernels (s for unit-diagonal pool kernels)."""
-    final = _interrupt_and_resume(
-        "kernel_scale.py", ["--tiny"], tmp_path, stop_after=1, timeout=300,
-        expected_units=["scale=1", "scale=0.0001"],
-    )  # fmt: skip
-    rows = final["rows"]
-    assert [r["scale"] for r in rows] == [1e-4, 1.0]
-    for r in rows:
-        assert r["mean_diagonal"] == pytest.approx(r["scale"])
-        assert 0 <= r["acc"] <= 1 and r["logloss"] > 0
-    assert "| 0.0001 |" in (tmp_path / "res.md").read_text()
 
 
 def test_stress_resumes(tmp_path):
@@ -293,7 +184,7 @@ def test_stress_merges_a_part_run_by_another_process(tmp_path):
 
 def test_stress_summary_is_written_after_every_fit(tmp_path):
     """A run stopped after its first fit leaves the summary of that fit, marked partial."""
-    from _resume import STOPPED
+    from _common import STOPPED
 
     out = tmp_path / "res"
     first = _run("stress.py", ["--tiny", "--out", str(out)], tmp_path, stop_after=1)
@@ -452,7 +343,7 @@ def test_xu_table1_pairs_each_method_with_bm3kl_over_splits():
 
 @pytest.mark.parametrize("bad", ["", "{not json", '{"benchmark": "written before issue 22"}'])
 def test_unreadable_or_old_results_start_over(tmp_path, bad):
-    from _resume import UnitStore
+    from _common import UnitStore
 
     path = tmp_path / "r.json"
     path.write_text(bad)
@@ -475,8 +366,8 @@ def test_stress_watchdog_counts_a_fit_it_kills_as_a_hang(tmp_path):
 
 
 def _import_stress():
-    """``benchmarks/stress.py`` as a module, without leaking the 64-bit JAX that its import of
-    ``sweep_floor`` switches on (tests/test_config.py checks that the suite runs in float32)."""
+    """``benchmarks/stress.py`` as a module, without leaking the 64-bit JAX that its import
+    switches on (tests/test_config.py checks that the suite runs in float32)."""
     import jax
 
     before = jax.config.jax_enable_x64
@@ -540,28 +431,10 @@ def test_stress_watchdog_clock_is_the_child_cpu_time():
     assert c2 - c1 >= 0.25  # 0.3 s of work (clock ticks of 10 ms)
 
 
-def test_prior_accuracy_resumes_and_refuses_a_redefined_setting(tmp_path):
-    """``prior_accuracy.py``: units keyed by setting × data set × split; a unit whose stored
-    options differ from the setting's current definition stops the run instead of mixing."""
-    final = _interrupt_and_resume(
-        "prior_accuracy.py",
-        ["--datasets", "tiny", "--splits", "2", "--variants", "default", "--sweeps", "25"],
-        tmp_path, stop_after=1, timeout=300,
-        expected_units=["default | tiny | split 0", "default | tiny | split 1"],
-    )  # fmt: skip
-    assert final["summary"]["tiny"]["default"]["n_splits"] == 2
-    path = tmp_path / "res.json"
-    final["units"]["default | tiny | split 0"]["result"]["options"] = {"gamma0": 3.0}
-    path.write_text(json.dumps(final))
-    args = ["--datasets", "tiny", "--splits", "2", "--variants", "default", "--sweeps", "25"]
-    again = _run("prior_accuracy.py", [*args, "--out", str(tmp_path / "res")], tmp_path)
-    assert again.returncode != 0 and "defined differently" in again.stderr
-
-
 def test_load_dataset_subsamples_each_class_equally():
     """``"<set>@<n>"``: n // K rows of each class of the set, rows of the set in its order, the
     same rows on every call (seed 0)."""
-    from _resume import load_dataset, tiny_data
+    from _common import load_dataset, tiny_data
 
     X, y = tiny_data()
     Xs, ys = load_dataset("tiny@20")
@@ -575,88 +448,6 @@ def test_load_dataset_subsamples_each_class_equally():
         load_dataset("tiny@1")
 
 
-def test_prior_accuracy_pairs_a_setting_with_another_split_by_split():
-    """``--paired-with``: Δ is the setting minus the other setting on the same splits (a split
-    the other lacks leaves the Δ columns out rather than pairing different splits)."""
-    import prior_accuracy
-
-    def u(acc):
-        return {"result": {"acc": acc, "logloss": 1 - acc, "ece": 0.1, "fit_s": 1.0,
-                           "converged": True}}  # fmt: skip
-
-    units = {"a | s | split 0": u(0.8), "a | s | split 1": u(0.9),
-             "b | s | split 0": u(0.7), "b | s | split 1": u(0.6)}  # fmt: skip
-    out = prior_accuracy.summarise(units, ["s"], ["a", "b"], 2, {}, paired_with="b")
-    assert out["s"]["a"]["d_acc"][0] == pytest.approx(0.2)  # (0.1 + 0.3) / 2
-    assert out["s"]["b"]["d_acc"] == [0.0, 0.0]
-    del units["b | s | split 1"]
-    assert "d_acc" not in prior_accuracy.summarise(units, ["s"], ["a"], 2, {}, "b")["s"]["a"]
-
-
-def test_prior_accuracy_fixed_weights_fit_simplemkl_once_per_split():
-    """The ``simplemkl_weights`` settings fit BM3KL to SimpleMKL's combined kernel: the unit
-    records SimpleMKL's weights (a point of the 16-kernel simplex) and its options verbatim (the
-    redefinition check compares them), and the two settings share one SimpleMKL search."""
-    from types import SimpleNamespace
-
-    import prior_accuracy
-    from _resume import fixed_run, tiny_data
-
-    X, y = tiny_data()
-    idx = np.random.default_rng(0).permutation(len(y))
-    tr, te = idx[:42], idx[42:]
-    prior_accuracy._SIMPLEMKL.clear()
-    run = fixed_run(SimpleNamespace(sweeps=25))
-    got = {name: prior_accuracy.unit(X, y, tr, te, 3, prior_accuracy.VARIANTS[name], run)
-           for name in ("simplemkl_weights", "simplemkl_weights+kappa=100")}  # fmt: skip
-    assert len(prior_accuracy._SIMPLEMKL) == 1
-    mu = np.array(got["simplemkl_weights"]["simplemkl_weights"])
-    assert mu.shape == (16,) and np.all(mu >= 0) and abs(mu.sum() - 1) < 1e-3
-    for name, r in got.items():
-        assert r["options"] == prior_accuracy.VARIANTS[name]
-        assert r["simplemkl_weights"] == got["simplemkl_weights"]["simplemkl_weights"]
-        assert 0 <= r["ece"] <= 1 and r["logloss"] > 0 and 0 <= r["acc"] <= 1
-
-
-def test_accuracy_replication_resumes_and_reads_earlier_fits(tmp_path):
-    """``accuracy_replication.py``: units keyed by seed × method × data set × split; a BM3KL
-    split already fitted by ``calibration.py`` (seed 0) is read from its file, not refitted, and
-    the pairing is split by split."""
-    earlier = tmp_path / "earlier"
-    earlier.mkdir()
-    fits = [{"acc": 0.5, "logloss": 0.7}, {"acc": 0.25, "logloss": 0.9}]
-    units = {f"tiny | split {k} | BM3KL": {"result": {"rows": {"BM3KL": fit}}}
-             for k, fit in enumerate(fits)}  # fmt: skip
-    (earlier / "calibration.json").write_text(json.dumps({"units": units}))
-    # seed 100: the multiclass file does not hold the set, the binary one does
-    mapped = [{"acc": 0.75, "logloss": 0.5}, {"acc": 1.0, "logloss": 0.1}]
-    (earlier / "calibration_map_multiclass_seed100.json").write_text(json.dumps({"units": {}}))
-    (earlier / "calibration_map_binary_seed100.json").write_text(json.dumps({"units": {
-        f"tiny | split {k}": {"result": {"estimator_metrics": fit}} for k, fit in enumerate(mapped)
-    }}))  # fmt: skip
-    final = _interrupt_and_resume(
-        "accuracy_replication.py",
-        ["--datasets", "tiny", "--seeds", "0,100", "--splits", "2", "--methods",
-         "BM3KL,SimpleMKL", "--results", str(earlier)],
-        tmp_path, stop_after=1, timeout=300,
-        expected_units=[f"seed {s} | {m} | tiny | split {k}" for s in (0, 100)
-                        for m in ("BM3KL", "SimpleMKL") for k in (0, 1)],
-    )  # fmt: skip
-    for k in (0, 1):
-        got = final["units"][f"seed 0 | BM3KL | tiny | split {k}"]["result"]
-        assert got == {**fits[k], "source": "calibration.json"}
-        got = final["units"][f"seed 100 | BM3KL | tiny | split {k}"]["result"]
-        assert got == {**mapped[k], "source": "calibration_map_binary_seed100.json"}
-    simple = {(s, k): final["units"][f"seed {s} | SimpleMKL | tiny | split {k}"]["result"]["acc"]
-              for s in (0, 100) for k in (0, 1)}  # fmt: skip
-    entry = final["summary"]["tiny"]["methods"]["SimpleMKL"]
-    diffs = [fits[k]["acc"] - simple[0, k] for k in (0, 1)]
-    diffs += [mapped[k]["acc"] - simple[100, k] for k in (0, 1)]
-    assert entry["bm3kl_minus"]["pooled"][0] == pytest.approx(np.mean(diffs))
-    assert entry["bm3kl_minus"]["by_seed"]["0"][0] == pytest.approx(np.mean(diffs[:2]))
-    assert final["summary"]["tiny"]["methods"]["BM3KL"]["acc"] == pytest.approx(0.625)
-
-
 def test_xu_table1_run_note_names_the_worst_quantity_of_an_unconverged_fit():
     from xu_table1 import _run_note
 
@@ -666,21 +457,3 @@ def test_xu_table1_run_note_names_the_worst_quantity_of_an_unconverged_fit():
     assert "in 1 of 2 split(s)" in note and "R-hat 1.130 (on w[7])" in note
     assert "(on" not in _run_note([ok])  # converged: nothing to name
     assert "(on" not in _run_note([{k: v for k, v in bad.items() if k != "worst"}])  # older units
-
-
-def test_xu_eta_mixing_splits_the_verdict_by_quantity(tmp_path):
-    """A short budgeted run on synthetic data: the report's per-quantity verdicts agree with
-    the run report's (its max R-hat is the weights' or the held-in decision values'), and the
-    chains' accuracies are accuracies on the test part."""
-    out = tmp_path / "mix"
-    proc = _run("xu_eta_mixing.py", ["--dataset", "tiny", "--max-time", "5", "--out", str(out)],
-                tmp_path)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    r = json.loads(out.with_suffix(".json").read_text())
-    rhat = max(r["w"]["rhat_max"], r["f_train"]["rhat_max"])
-    assert rhat == pytest.approx(r["run_report"]["rhat_max"], rel=1e-9)
-    n_test = 18  # 30 % of tiny's 60 rows
-    assert all(round(a * n_test) == pytest.approx(a * n_test) for a in r["acc_per_chain"])
-    assert r["acc_all_chains"] == r["acc_predict"]  # the estimator's rule, recomputed
-    assert r["top20_overlap_with_chain0"][0] == 20 and len(r["acc_per_chain"]) == r["chains"]
-    assert "| w |" in out.with_suffix(".md").read_text()

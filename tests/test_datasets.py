@@ -33,8 +33,7 @@ def test_env_var_is_searched(tiny_dir, monkeypatch):
     monkeypatch.setenv("BAYESMKL_DATA", str(tiny_dir))
     X, _ = datasets.load_uci("toy")
     assert X.shape == (3, 2)
-    origins = [o for o, _ in datasets.uci_search_path()]
-    assert origins[0] == "$BAYESMKL_DATA" and len(origins) == 3
+    assert datasets.uci_search_path() == [("$BAYESMKL_DATA", tiny_dir)]
 
 
 def test_unknown_name_lists_available_and_places(tiny_dir, monkeypatch):
@@ -46,7 +45,24 @@ def test_unknown_name_lists_available_and_places(tiny_dir, monkeypatch):
     with pytest.raises(FileNotFoundError, match="unknown UCI data set 'nosuch'") as err:
         datasets.load_uci("nosuch")
     msg = str(err.value)
-    assert "BAYESMKL_DATA" in msg and "repository root" in msg and "working directory" in msg
+    assert "BAYESMKL_DATA" in msg and "toy" in msg
+
+
+def test_only_the_argument_or_the_environment_is_read(tmp_path, monkeypatch):
+    """Without ``data_dir`` and ``$BAYESMKL_DATA`` nothing is read, not even a
+    ``../shared/data/uci`` beside the working directory."""
+    shared = tmp_path / "shared" / "data" / "uci"
+    shared.mkdir(parents=True)
+    _write(shared / "toy.csv", [[0.5, 0], [1.5, 1]])
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("BAYESMKL_DATA", raising=False)
+    assert datasets.uci_search_path() == [] and datasets.find_uci_dir() is None
+    with pytest.raises(FileNotFoundError, match="no data directory given") as err:
+        datasets.load_uci("toy")
+    assert "BAYESMKL_DATA" in str(err.value)
+    assert datasets.load_uci("toy", data_dir=shared)[0].shape == (2, 1)
 
 
 def test_a_given_data_dir_is_the_only_place_searched(tiny_dir, tmp_path_factory, monkeypatch):
@@ -67,7 +83,7 @@ def test_no_directory_anywhere(tmp_path, monkeypatch):
     missing = [("data_dir argument", tmp_path / "a"), ("$BAYESMKL_DATA", tmp_path / "b")]
     monkeypatch.setattr(datasets, "uci_search_path", lambda data_dir=None: missing)
     assert datasets.find_uci_dir() is None
-    with pytest.raises(FileNotFoundError, match="no data directory exists") as err:
+    with pytest.raises(FileNotFoundError, match="data directory is missing") as err:
         datasets.load_uci("sonar")
     assert str(tmp_path / "a" / "sonar.csv") in str(err.value)
     assert str(tmp_path / "b" / "sonar.csv") in str(err.value)

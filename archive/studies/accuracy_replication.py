@@ -221,7 +221,7 @@ def main(argv=None) -> int:
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
         p.error(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
-    from bayesmkl.estimators._fitting import enable_compilation_cache
+    from bayesmkl.estimator import enable_compilation_cache
 
     enable_compilation_cache()
     out = Path(args.out)

@@ -3,7 +3,7 @@
 BM3KL's prior (κ, τ) and its likelihood's margin are set for kernels of unit diagonal, which is
 what the package's pools build; a user's precomputed kernels may have any scale. This script
 multiplies the bsvm16 kernels of one split by s and fits the same short run to each, so that
-:data:`bayesmkl.posterior.checks.KERNEL_SCALE_RANGE` (where ``fit`` starts to warn) rests on a
+:data:`bayesmkl._checks.KERNEL_SCALE_RANGE` (where ``fit`` starts to warn) rests on a
 measurement: accuracy, log-loss and the worst R-hat per scale.
 
 Protocol: breast cancer (scikit-learn's copy, so it runs without the shared data), stratified
@@ -78,7 +78,7 @@ def unit(K, Kt, ytr, yte, scale, run) -> dict:
 
 
 def write_markdown(rows, path: Path, machine: dict) -> None:
-    from bayesmkl.posterior.checks import KERNEL_SCALE_RANGE
+    from bayesmkl._checks import KERNEL_SCALE_RANGE
 
     lo, hi = KERNEL_SCALE_RANGE
     lines = [

@@ -80,7 +80,7 @@ def fit_floor_map(F, codes, log_w, t_max):
 
 
 def unit(X, y, tr, te, seed, run=None):
-    from bayesmkl.posterior.calibration import crossfit_decision_draws, fit_calibrator
+    from bayesmkl.calibration import crossfit_decision_draws, fit_calibrator
 
     fit = default_fit(X, y, tr, te, seed, run)  # the refits below keep its run length
     clf, fit_s, F, codes, log_w, t_max, Xte, F_te, codes_te = fit

@@ -66,12 +66,12 @@ def run_unit(dataset: str, setting: str, seed: int, args) -> dict:
     from sklearn.model_selection import train_test_split
 
     from bayesmkl import BM3KLClassifier
-    from bayesmkl.config import x64_scope
-    from bayesmkl.estimators._fitting import resolve_hyper, run_monitor
-    from bayesmkl.model.classification import signed_targets
-    from bayesmkl.sampler.runlength import sample_until_converged
-    from bayesmkl.sampler.runner import ChainRunner
-    from bayesmkl.sampler.sampler import BM3KL
+    from bayesmkl._fitting import resolve_hyper, run_monitor
+    from bayesmkl._x64 import x64_scope
+    from bayesmkl.inference.runlength import sample_until_converged
+    from bayesmkl.inference.runner import ChainRunner
+    from bayesmkl.inference.sampler import BM3KL
+    from bayesmkl.model import signed_targets
 
     X, y = load(dataset)
     Xtr, _, ytr, _ = train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
@@ -144,7 +144,7 @@ def main(argv=None):
     p.add_argument("--out", default=str(HERE / "results" / "sweep_settings.json"))
     args = p.parse_args(argv)
 
-    from bayesmkl.estimators._fitting import enable_compilation_cache
+    from bayesmkl._fitting import enable_compilation_cache
 
     enable_compilation_cache()
     config = {"num_warmup": args.num_warmup, "num_samples": args.num_samples, "chains": 4}

@@ -33,8 +33,8 @@ from _resume import git_commit, write_atomic  # noqa: E402
 from arviz_stats.base import array_stats  # noqa: E402
 from xu_table1 import FULL, SplitData, load, make_estimator  # noqa: E402
 
-from bayesmkl.posterior.predictive import draw_decision_values, draw_probabilities  # noqa: E402
-from bayesmkl.sampler.runlength import convergence_stats  # noqa: E402
+from bayesmkl.inference.runlength import convergence_stats  # noqa: E402
+from bayesmkl.predict import draw_decision_values, draw_probabilities  # noqa: E402
 
 TOP = 20
 

@@ -1,50 +1,69 @@
-"""Resumable benchmark runs: each finished unit of work is saved at once, and a restart skips it.
+"""The shared helpers of the product benchmarks: one result store and the small utilities.
 
-A *unit* is the smallest piece of a benchmark worth keeping on its own (one data set × split ×
-method, one stress fit). :class:`UnitStore` keeps the units of one results file: every
-:meth:`~UnitStore.add` writes the whole JSON file again, atomically (a temporary file in the
-same directory, then ``os.replace``), so an interrupted run — Ctrl-C, a kill, a crash, a full
-machine — leaves the units it finished, never a half-written file. Each unit records the package
-commit it was computed with (``git rev-parse HEAD``, or ``"unknown"``), the load average when it
-ended (``os.getloadavg()``), the process id and the time.
+**The result store.** A *unit* is the smallest piece of a benchmark worth keeping on its own
+(one data set × split × method, one stress fit, one SBC replication). :class:`UnitStore` keeps
+the units of one results file: every :meth:`~UnitStore.add` writes the whole JSON file again,
+atomically (a temporary file in the same directory, then ``os.replace``), so an interrupted
+run — Ctrl-C, a kill, a crash, a full machine — leaves the units it finished, never a
+half-written file. Each unit records the package commit it was computed with (``git rev-parse
+HEAD``, or ``"unknown"``), the load average when it ended (``os.getloadavg()``), the process id
+and the time.
 
 A restart with the same configuration skips the finished units; with another configuration it
 refuses to mix them (pass ``fresh=True``, the scripts' ``--fresh``, to start over). A results
-file of the earlier, non-resumable format is started over.
+file that is not a store of units is started over.
 
 Setting ``BAYESMKL_BENCH_STOP_AFTER=k`` stops a run (exit status :data:`STOPPED`) after it has
 finished ``k`` units, as a kill at that point would: the tests use it to interrupt and restart.
+
+**Data.** The UCI CSVs are read through :mod:`bayesmkl.datasets`, which looks only at its
+``data_dir`` argument or ``$BAYESMKL_DATA``. Importing this module sets ``$BAYESMKL_DATA`` to
+``<repository>/../shared/data/uci`` when it is unset (:data:`DEFAULT_DATA`), so that the
+benchmarks, and the fits they start in subprocesses, find the shared data; a benchmark skips a
+data set that is absent and says so. :func:`load_dataset` adds the synthetic ``"tiny"`` set
+(smoke runs and the tests), ``"repro"`` (rank-deficient kernels from duplicated rows: the
+stress benchmark's hard case) and class-balanced subsamples ``"<set>@<n>"``.
+
+**Timing and reports.** :func:`best_time`, :func:`compile_time`, memory readings,
+:func:`synthetic_kernels`, :func:`machine_info`, :func:`md_table` and :func:`write_results`
+(``results/<name>.{json,md}``) for the performance benchmarks.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import platform
 import re
+import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 __all__ = [
+    "DEFAULT_DATA",
+    "RESULTS",
     "STOPPED",
     "STOP_AFTER_ENV",
     "UnitStore",
     "add_merge_argument",
-    "add_sweeps_argument",
+    "best_time",
+    "block",
+    "compile_time",
+    "current_rss_gib",
+    "duplicated_rows",
     "eta_row",
     "git_commit",
+    "json_default",
     "load_dataset",
-    "mean_se",
-    "svc_line",
-    "finished_splits",
-    "fixed_run",
-    "with_sweeps",
-    "run_split_benchmark",
-    "run_split_units",
-    "split_arguments",
+    "machine_info",
+    "md_table",
+    "rss_gib",
+    "synthetic_kernels",
     "tiny_data",
     "write_atomic",
+    "write_results",
 ]
 
 #: Environment variable: stop after this many units finished by the current process.
@@ -53,6 +72,11 @@ STOP_AFTER_ENV = "BAYESMKL_BENCH_STOP_AFTER"
 STOPPED = 75
 
 _REPO = Path(__file__).resolve().parent.parent
+#: Where the results files go by default.
+RESULTS = Path(__file__).resolve().parent / "results"
+#: The shared UCI data directory used when ``$BAYESMKL_DATA`` is unset.
+DEFAULT_DATA = _REPO.parent / "shared" / "data" / "uci"
+os.environ.setdefault("BAYESMKL_DATA", str(DEFAULT_DATA))
 
 
 def git_commit(repo: Path = _REPO) -> str:
@@ -196,138 +220,6 @@ def add_merge_argument(parser) -> None:
     )  # fmt: skip
 
 
-def run_split_units(
-    store: UnitStore, datasets, n_splits: int, seed: int, compute, publish, label=None
-):  # fmt: skip
-    """Fill ``store`` with one unit per data set × split, skipping the finished ones.
-
-    The splits are ``calibration.py``'s: ``StratifiedShuffleSplit(n_splits, test_size=0.3,
-    random_state=seed)``; the unit of split k is ``compute(X, y, train, test, seed + k)`` under
-    the key ``"<data set> | split k"`` (``"<label> | <data set> | split k"`` with a ``label``,
-    e.g. one of several settings run on the same splits). After each unit JAX's caches are
-    cleared (each fit maps memory until then) and ``publish()`` writes the summary. A data set
-    that cannot be loaded is skipped with a message; names as :func:`load_dataset`.
-    """
-    import gc
-
-    import jax
-    from sklearn.model_selection import StratifiedShuffleSplit
-
-    prefix = () if label is None else (label,)
-    for ds in datasets:
-        keys = [store.key(*prefix, ds, f"split {k}") for k in range(n_splits)]
-        if all(store.done(k) for k in keys):
-            continue
-        try:
-            X, y = load_dataset(ds)
-        except FileNotFoundError as exc:
-            print(f"skipping {ds}: {exc}")
-            continue
-        splitter = StratifiedShuffleSplit(n_splits, test_size=0.3, random_state=seed)
-        for k, ((tr, te), key) in enumerate(zip(splitter.split(X, y), keys, strict=True)):
-            if store.done(key):
-                continue
-            store.add(key, compute(X, y, tr, te, seed + k))
-            jax.clear_caches()
-            gc.collect()
-            print(key, flush=True)
-            publish()
-
-
-def split_arguments(parser, datasets, out) -> None:
-    """The options of a benchmark driven by :func:`run_split_benchmark`: ``--datasets``
-    (default ``datasets``, comma-separated), ``--splits`` (5), ``--seed`` (0), ``--out``
-    (results path stem, default ``out``), ``--fresh``, ``--merge`` and ``--sweeps``."""
-    parser.add_argument("--datasets", default=",".join(datasets))
-    parser.add_argument("--splits", type=int, default=5)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=str(out))
-    parser.add_argument("--fresh", action="store_true", help="ignore the units already in the file")
-    add_merge_argument(parser)
-    add_sweeps_argument(parser)
-
-
-def add_sweeps_argument(parser) -> None:
-    """``--sweeps N``: BM3KL fits of a fixed N warm-up and N kept sweeps on 2 chains instead of
-    the default run length (:func:`fixed_run`), for smoke runs and the tests."""
-    parser.add_argument(
-        "--sweeps", type=int, default=None, metavar="N",
-        help="BM3KL: N warm-up + N kept sweeps on 2 chains, not the default run length (smoke "
-        "runs; kept in the unit configuration, so never mixed with full runs)",
-    )  # fmt: skip
-
-
-def fixed_run(args) -> dict:
-    """The ``BM3KLClassifier`` options of ``--sweeps``: none (the default estimator's run
-    length), or ``num_warmup = num_samples = N`` on 2 chains."""
-    n = getattr(args, "sweeps", None)
-    return {} if n is None else {"num_warmup": n, "num_samples": n, "num_chains": 2}
-
-
-def with_sweeps(config: dict, args) -> dict:
-    """``config`` with ``"sweeps"`` when ``--sweeps`` was given (absent otherwise, so the unit
-    configuration of a full run is what it was before the option existed)."""
-    n = getattr(args, "sweeps", None)
-    return config if n is None else {**config, "sweeps": n}
-
-
-def run_split_benchmark(args, config: dict, compute, summarise, render) -> int:
-    """Run a benchmark of one unit per data set × split from its :func:`split_arguments`.
-
-    ``config`` is added to ``{"splits", "seed"}`` as the file's unit configuration;
-    ``compute(X, y, train, test, seed)`` computes a unit (:func:`run_split_units`);
-    ``summarise(units, datasets, n_splits)`` the summary saved beside the units after each one,
-    and ``render(summary, path)`` writes its Markdown to ``path``, printed at the end.
-    """
-    from bayesmkl.estimators._fitting import enable_compilation_cache
-
-    enable_compilation_cache()
-    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
-    out = Path(args.out)
-    config = with_sweeps({"splits": args.splits, "seed": args.seed, **config}, args)
-    store = UnitStore(out.with_suffix(".json"), config, fresh=args.fresh)
-    for other in args.merge:
-        store.merge(other)
-
-    def publish():
-        summary = summarise(store.units, datasets, args.splits)
-        store.save(summary=summary)
-        render(summary, out.with_suffix(".md"))
-
-    run_split_units(store, datasets, args.splits, args.seed, compute, publish)
-    publish()
-    print(out.with_suffix(".md").read_text())
-    return 0
-
-
-def finished_splits(units: dict, datasets, n_splits: int, label=None):
-    """Yield ``(data set, results of its finished splits)`` for every data set with at least
-    one finished split (units of :func:`run_split_units`, with the same ``label``)."""
-    prefix = "" if label is None else f"{label} | "
-    for ds in datasets:
-        keys = (f"{prefix}{ds} | split {k}" for k in range(n_splits))
-        results = [units[k]["result"] for k in keys if k in units]
-        if results:
-            yield ds, results
-
-
-def mean_se(diffs) -> list[float]:
-    """``[mean, standard error]`` of paired differences (SE nan for fewer than 2)."""
-    import numpy as np
-
-    d = np.asarray(diffs, dtype=float)
-    se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
-    return [float(d.mean()), se]
-
-
-def svc_line(metric: str, ratios) -> str:
-    """Issue 22's calibration line for one metric, from BM3KL/SVC ratios of per-set means: on
-    how many sets BM3KL is ≤ the SVC, and within 10 %."""
-    ratios = list(ratios)
-    return (f"{metric} ≤ SVC on {sum(r <= 1.0 for r in ratios)} of {len(ratios)}, "
-            f"within 10 % on {sum(r <= 1.1 for r in ratios)}")  # fmt: skip
-
-
 #: An η-study row: BM3KL with another Dirichlet concentration η under a wall-time budget (s),
 #: named ``"BM3KL eta=0.1 max_time=1200"``. Both values are in the name, so that the units of
 #: such a row share their file's configuration with the default rows (xu_table1, calibration).
@@ -341,8 +233,9 @@ def eta_row(method: str) -> tuple[float, float] | None:
 
 
 def load_dataset(name: str):
-    """``(X, y)`` of a benchmark data set: ``"tiny"`` (:func:`tiny_data`), a shared UCI set
-    (:func:`bayesmkl.datasets.load_uci`, ``FileNotFoundError`` when absent) or ``"<set>@<n>"``,
+    """``(X, y)`` of a benchmark data set: ``"tiny"`` (:func:`tiny_data`), ``"repro"``
+    (:func:`duplicated_rows`), a shared UCI set (:func:`bayesmkl.datasets.load_uci`,
+    ``FileNotFoundError`` when absent) or ``"<set>@<n>"``,
     a class-balanced subsample of that set with n // K rows of each of its K classes, drawn with
     seed 0 and kept in the file's order (``"mfeat-fou@500"``: stress.py's 10-class set).
     """
@@ -351,7 +244,8 @@ def load_dataset(name: str):
     from bayesmkl.datasets import load_uci
 
     base, _, size = name.partition("@")
-    X, y = tiny_data() if base == "tiny" else load_uci(base)
+    synthetic = {"tiny": tiny_data, "repro": duplicated_rows}
+    X, y = synthetic[base]() if base in synthetic else load_uci(base)
     if not size:
         return X, y
     classes = np.unique(y)
@@ -372,3 +266,140 @@ def tiny_data(n: int = 60, d: int = 3, seed: int = 0):
     X = rng.normal(size=(n, d))
     y = (X[:, 0] + 0.5 * X[:, 1] + 0.5 * rng.normal(size=n) > 0).astype(int)
     return X, y
+
+
+def duplicated_rows(n: int = 350, seed: int = 1):
+    """Three low-cardinality features (one a rare binary) and a logistic label: many duplicated
+    rows (12 distinct for the defaults), hence rank-deficient kernels. The stress benchmark's
+    ``"repro"`` set, on which the sampler once returned all-NaN draws.
+
+    Returns ``(X, y)``: ``X`` ``(n, 3)`` standardised, ``y`` ``(n,)`` int 0/1.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    cls = rng.choice(4, n, p=[0.15, 0.13, 0.32, 0.40]).astype(float)  # ordinal, 4 levels
+    age = (rng.random(n) < 0.05).astype(float)  # rare binary
+    sex = (rng.random(n) < 0.79).astype(float)
+    X = np.column_stack([cls, age, sex])
+    logit = -1.2 * sex + 0.8 * age - 0.5 * (cls - 1.5) + 0.2
+    y = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
+    return (X - X.mean(0)) / X.std(0), y
+
+
+def block(x):
+    """Wait for ``x``'s JAX computations to finish."""
+    import jax
+
+    return jax.block_until_ready(x)
+
+
+def best_time(fn, *args, reps: int = 5, min_time: float = 0.0):
+    """Best and median wall time of ``fn(*args)`` over ``reps`` calls (already compiled), in
+    seconds."""
+    import numpy as np
+
+    block(fn(*args))
+    times = []
+    t_all = time.perf_counter()
+    for _ in range(reps):
+        t = time.perf_counter()
+        block(fn(*args))
+        times.append(time.perf_counter() - t)
+        if min_time and time.perf_counter() - t_all > min_time and len(times) >= 2:
+            break
+    return float(min(times)), float(np.median(times))
+
+
+def compile_time(jitted, *args):
+    """Seconds to lower and compile ``jitted`` for ``args``; returns (seconds, compiled)."""
+    t = time.perf_counter()
+    compiled = jitted.lower(*args).compile()
+    return time.perf_counter() - t, compiled
+
+
+def rss_gib() -> float:
+    """Peak resident set size of this process so far (GiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def current_rss_gib() -> float:
+    """Current resident set size of this process (GiB)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 2**20
+    return float("nan")
+
+
+def synthetic_kernels(P: int, N: int, C: int, dtype=None, seed: int = 0):
+    """Gaussian kernels ``(P, N, N)`` (unit diagonal, widths log-spaced) on random 5-D points,
+    and ±1 one-vs-all targets ``(C, N)`` (C = 1: binary)."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    dtype = np.float64 if dtype is None else dtype
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(N, 5))
+    d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    widths = np.exp(np.linspace(np.log(0.25), np.log(16.0), P))
+    K = np.empty((P, N, N), dtype=dtype)
+    for s in range(0, P, 256):
+        w = widths[s : s + 256]
+        K[s : s + 256] = np.exp(-d2[None] / (2.0 * w[:, None, None] ** 2))
+    n_cls = 2 if C == 1 else C
+    y = rng.integers(0, n_cls, N)
+    from bayesmkl.model.classification import signed_targets
+
+    return jnp.asarray(K), jnp.asarray(signed_targets(y, n_cls))
+
+
+def machine_info() -> dict:
+    """The platform, CPUs, JAX devices and version, load average and thread settings."""
+    import jax
+
+    load = os.getloadavg()
+    return {
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "jax_devices": [str(d) for d in jax.devices()],
+        "jax": jax.__version__,
+        "loadavg_1_5_15": [round(x, 2) for x in load],
+        "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
+        "XLA_FLAGS": os.environ.get("XLA_FLAGS"),
+    }
+
+
+def write_results(name: str, payload: dict, markdown: str):
+    """Write ``results/<name>.json`` (``payload`` with the machine) and ``results/<name>.md``."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    payload = {"benchmark": name, "machine": machine_info(), **payload}
+    text = json.dumps(payload, indent=2, default=json_default) + "\n"
+    (RESULTS / f"{name}.json").write_text(text)
+    (RESULTS / f"{name}.md").write_text(markdown)
+    print(f"wrote {RESULTS / (name + '.json')} and .md")
+
+
+def json_default(x):
+    """``json.dumps``'s ``default``: NumPy scalars and arrays, JAX arrays, else ``str``."""
+    import numpy as np
+
+    if isinstance(x, (np.floating, np.integer)):
+        return x.item()
+    if isinstance(x, np.ndarray) or type(x).__module__.startswith("jax"):  # JAX arrays
+        return np.asarray(x).tolist()
+    return str(x)
+
+
+def md_table(rows: list[dict], cols: list[str], fmt: dict | None = None) -> str:
+    """A Markdown table of ``rows`` over ``cols``; ``fmt`` maps a column to a format string."""
+    fmt = fmt or {}
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        cells = []
+        for c in cols:
+            v = r.get(c, "")
+            f = fmt.get(c)
+            cells.append(f.format(v) if f and isinstance(v, (int, float)) else str(v))
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"

@@ -24,10 +24,10 @@ from arviz_stats.base import array_stats
 from numpyro.infer import MCMC
 from sklearn.datasets import load_breast_cancer
 
-from bayesmkl.config import x64_scope
+from bayesmkl._x64 import x64_scope
+from bayesmkl.inference import BM3KL
 from bayesmkl.kernels.pool import KernelPool
-from bayesmkl.model.classification import signed_targets
-from bayesmkl.sampler import BM3KL
+from bayesmkl.model import signed_targets
 
 CONFIGS = {
     "exact": {"move": "exact"},

@@ -1,7 +1,6 @@
 """Benchmark: do other prior settings close BM3KL's accuracy gaps (issue 22's accuracy line)?
 
-The default prior (``bayesmkl.model.classification.PRIORS["default"]``) was chosen by
-``prior_study.py`` on one
+The default prior (``bayesmkl.model.PRIORS["default"]``) was chosen by ``prior_study.py`` on one
 binary set. On ``calibration.py``'s splits the default trails the best method by 3.7 points on
 glass (6 classes, against BEMKL) and sits below the tuned SVC on sonar. This script refits the
 default ``BM3KLClassifier`` with one hyper-parameter changed at a time (the named settings of
@@ -249,7 +248,7 @@ def main(argv=None) -> int:
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
         p.error(f"unknown setting(s) {unknown}; choose from {list(VARIANTS)}")
-    from bayesmkl.estimators._fitting import enable_compilation_cache
+    from bayesmkl.estimator import enable_compilation_cache
 
     enable_compilation_cache()
     out = Path(args.out)

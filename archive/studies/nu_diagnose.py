@@ -28,8 +28,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from move_compare import load_data, run  # noqa: E402
 
-from bayesmkl.config import x64_scope  # noqa: E402
-from bayesmkl.sampler import sampler as kmod  # noqa: E402
+from bayesmkl._x64 import x64_scope  # noqa: E402
+from bayesmkl.inference import sampler as kmod  # noqa: E402
 
 _sweep = kmod.sweep
 

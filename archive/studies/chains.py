@@ -34,7 +34,7 @@ from sklearn.datasets import load_breast_cancer  # noqa: E402
 from sklearn.model_selection import train_test_split  # noqa: E402
 
 from bayesmkl import BM3KLClassifier  # noqa: E402
-from bayesmkl.estimators._fitting import enable_compilation_cache  # noqa: E402
+from bayesmkl.estimator import enable_compilation_cache  # noqa: E402
 
 METHODS = ("sequential", "vectorized", "parallel")
 OUT = Path(__file__).resolve().parent / "results"

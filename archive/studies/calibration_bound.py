@@ -43,7 +43,7 @@ def gamma_for_bound(t_max: float) -> float:
 
 def one_split(Xtr, ytr, Xte, yte, seed) -> dict:
     from bayesmkl import BM3KLClassifier
-    from bayesmkl.posterior.calibration import fit_calibrator
+    from bayesmkl.calibration import fit_calibrator
 
     clf = BM3KLClassifier(random_state=seed, progress_bar=False)
     with warnings.catch_warnings():
@@ -74,7 +74,7 @@ def main(argv=None):
     from sklearn.model_selection import StratifiedShuffleSplit
 
     from bayesmkl.datasets import load_uci
-    from bayesmkl.estimators._fitting import enable_compilation_cache
+    from bayesmkl.estimator import enable_compilation_cache
 
     enable_compilation_cache()
     out = Path(args.out) if args.out else HERE / "results" / "calibration_bound"

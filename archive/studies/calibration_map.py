@@ -84,7 +84,7 @@ from calibration import (  # noqa: E402
     psis_training_draws,
 )
 
-from bayesmkl.posterior.calibration import fit_calibrator  # noqa: E402
+from bayesmkl.calibration import fit_calibrator  # noqa: E402
 
 VARIANTS = ("Tβ", "T", "Tβc", "Tcβc", "Tψ", "raw", "Tmean")
 BOUNDS = ("T*", "T*ε")

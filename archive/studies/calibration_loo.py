@@ -54,7 +54,7 @@ def run_unit(dataset: str, split: int, params: dict) -> dict:
     from sklearn.model_selection import StratifiedShuffleSplit
 
     from bayesmkl import BM3KLClassifier
-    from bayesmkl.estimators._validation import validate_labels
+    from bayesmkl._validation import validate_labels
 
     X, y = load(dataset)
     sss = StratifiedShuffleSplit(n_splits=split + 1, test_size=0.3, random_state=0)

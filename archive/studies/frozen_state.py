@@ -11,7 +11,7 @@ conditional p(w | λ, ν) — (a, b) integrated out, Gamma(η, 1) prior on e:
   collapsed HMC with the n_active largest ν (64 in the stored results), scale refresh, then
   (a, b) | w, λ, ν) with λ, ν, ς held fixed, so that its w-marginal is p(w | λ, ν);
 * **nuts**: NumPyro NUTS on φ = log e of the same density with *every* active sample weight
-  integrated out (:func:`bayesmkl.sampler.collapsed.collapsed_log_lik` with Φ_I = 0).
+  integrated out (:func:`bayesmkl.inference.collapsed.collapsed_log_lik` with Φ_I = 0).
 
 4 chains each. The mean and sd of every w_m and the mean of U(w) = −log p(T | w, λ, ν) are
 compared by z = (x̂_default − x̂_nuts) / √(MCSE_default² + MCSE_nuts²) (ArviZ MCSE); the
@@ -41,10 +41,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from move_compare import load_data, run  # noqa: E402
 from nu_diagnose import frozen_sweep  # noqa: E402
 
-from bayesmkl.config import x64_scope  # noqa: E402
-from bayesmkl.model.likelihood import pseudo_observations  # noqa: E402
-from bayesmkl.sampler import collapsed as coll  # noqa: E402
-from bayesmkl.sampler import sampler as kmod  # noqa: E402
+from bayesmkl._x64 import x64_scope  # noqa: E402
+from bayesmkl.inference import collapsed as coll  # noqa: E402
+from bayesmkl.inference import sampler as kmod  # noqa: E402
+from bayesmkl.likelihood import pseudo_observations  # noqa: E402
 
 NU_ACTIVE = 1e-4
 NU_PRUNED = 1e-300

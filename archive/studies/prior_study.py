@@ -90,7 +90,7 @@ def run_unit(dataset: str, cell: dict, args) -> dict:
 
     from bayesmkl import BM3KLClassifier
     from bayesmkl.datasets import load_demo, load_uci
-    from bayesmkl.sampler.runlength import convergence_stats
+    from bayesmkl.inference.runlength import convergence_stats
 
     if dataset == "breast-sklearn":
         X, y, _ = load_demo()
@@ -181,7 +181,7 @@ def main(argv=None):
     p.add_argument("--max-units", type=int, default=None, help="stop after this many new units")
     args = p.parse_args(argv)
 
-    from bayesmkl.estimators._fitting import enable_compilation_cache
+    from bayesmkl._fitting import enable_compilation_cache
 
     enable_compilation_cache()
     config = {"num_warmup": args.num_warmup, "num_samples": args.num_samples, "chains": 4}
