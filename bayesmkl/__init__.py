@@ -32,6 +32,7 @@ with _warnings.catch_warnings():
 
 if TYPE_CHECKING:  # static analysers (jedi, pyright, mypy) cannot see through __getattr__
     from bayesmkl.estimators.classifier import BM3KLClassifier
+    from bayesmkl.estimators.compare import compare_kfold
     from bayesmkl.estimators.regressor import BM3KLRegressor
     from bayesmkl.exceptions import (
         NonFinitePredictionError,
@@ -44,6 +45,7 @@ _LAZY = {
     "KernelPool": ("bayesmkl.kernels", "KernelPool"),
     "BM3KLClassifier": ("bayesmkl.estimators.classifier", "BM3KLClassifier"),
     "BM3KLRegressor": ("bayesmkl.estimators.regressor", "BM3KLRegressor"),
+    "compare_kfold": ("bayesmkl.estimators.compare", "compare_kfold"),
     # what fit and predict raise or warn, for except clauses and warnings filters
     "SamplerDivergenceWarning": ("bayesmkl.exceptions", "SamplerDivergenceWarning"),
     "SamplerDivergenceError": ("bayesmkl.exceptions", "SamplerDivergenceError"),
@@ -54,6 +56,7 @@ __all__ = [
     "KernelPool",
     "BM3KLClassifier",
     "BM3KLRegressor",
+    "compare_kfold",
     "NonFinitePredictionError",
     "SamplerDivergenceError",
     "SamplerDivergenceWarning",

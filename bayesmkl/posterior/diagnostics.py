@@ -64,7 +64,7 @@ import numpy as np
 import xarray as xr
 from arviz_base import from_dict
 
-from bayesmkl.posterior.loo import MIN_PSIS_DRAWS
+from bayesmkl.posterior.loo import KHAT_BAD, KHAT_SHARE_WARN, MIN_PSIS_DRAWS
 
 __all__ = [
     "CLASS_DIM",
@@ -126,9 +126,9 @@ NO_ENERGY = (
     "ESS (run_report_) and the diverging flags."
 )
 _LOO_ADVICE = (
-    " Refit with calibration='cv' (calibrated probabilities that vary between draws) and "
-    "use clf.loo_kfold(), the k-fold ELPD of the calibration refits, which for BM3KL is also the "
-    "better estimate (PSIS-LOO reweights draws that fit every training point and is optimistic)."
+    " Compare fits by K-fold ELPD instead: bayesmkl.compare_kfold({'A': model_a, 'B': model_b}, "
+    "X, y) refits each model per fold, whatever its calibration (or, for a fit calibrated with "
+    "calibration='cv', clf.loo_kfold() reuses its calibration refits)."
 )
 
 #: ``sample_stats_`` name of each NumPyro extra field the sampler collects.
@@ -314,7 +314,16 @@ def loo(tree: xr.DataTree, **kwargs):
     ValueError
         When :func:`loo_problem` finds the log-likelihood unusable, or ArviZ's Pareto fit fails
         on it anyway; the message says why and what to do instead.
+
+    Warns
+    -----
+    UserWarning
+        When more than :data:`~bayesmkl.posterior.loo.KHAT_SHARE_WARN` of the training points
+        have Pareto k̂ > 0.7: the estimate is then unreliable, and the warning names the share
+        and :func:`bayesmkl.compare_kfold`, which compares fits by refitting.
     """
+    import warnings
+
     from arviz_stats import loo as arviz_loo
 
     if "log_likelihood" not in tree.children:
@@ -326,7 +335,9 @@ def loo(tree: xr.DataTree, **kwargs):
     if problem is not None:
         raise ValueError(problem)
     try:
-        return arviz_loo(tree, **kwargs)
+        with warnings.catch_warnings():  # ArviZ's own k̂ warning is replaced by the one below
+            warnings.filterwarnings("ignore", message=".*[Pp]areto.*")
+            result = arviz_loo(tree, **{"pointwise": True, **kwargs})
     except ValueError as exc:
         if "tail" not in str(exc):
             raise
@@ -334,6 +345,18 @@ def loo(tree: xr.DataTree, **kwargs):
             f"PSIS-LOO failed in ArviZ ({exc}): the largest importance ratios of some training "
             "points are all equal (their log-likelihood barely varies between draws)." + _LOO_ADVICE
         ) from exc
+    khat = np.asarray(result.pareto_k)
+    share = float(np.mean(~(khat <= KHAT_BAD)))
+    if share > KHAT_SHARE_WARN:
+        warnings.warn(
+            f"PSIS-LOO is unreliable for this fit: {share:.0%} of the training points "
+            f"({int(round(share * khat.size))} of {khat.size}) have Pareto k-hat > {KHAT_BAD} "
+            "(BM3KL has a sample weight per training point, so leaving one out moves the "
+            "posterior)." + _LOO_ADVICE,
+            UserWarning,
+            stacklevel=3,
+        )
+    return result
 
 
 def add_predictions(tree: xr.DataTree, proba, classes) -> xr.DataTree:

@@ -23,6 +23,10 @@ __all__ = ["kfold_elpd", "loo_calibrator", "psis_log_weights"]
 # PSIS
 # ----------------------------------------------------------------------------------------
 
+#: Share of training points with Pareto k̂ above 0.7 from which a PSIS-LOO estimate is flagged
+#: (its warning names :func:`bayesmkl.compare_kfold`).
+KHAT_SHARE_WARN = 0.3
+
 #: Fewest draws (chains × draws) PSIS can use: ArviZ fits the Pareto tail to ``floor(S / 5)``
 #: draws (for ``S·r_eff <= 225``) and needs at least 5 tail draws.
 MIN_PSIS_DRAWS = 25

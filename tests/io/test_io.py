@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pytest
 import xarray as xr
-from test_estimator import SMALL, small_data
 
 from bayesmkl import BM3KLClassifier, KernelPool
 from bayesmkl.io import pool_from_state, pool_to_state, save, saved_estimator
+from tests.estimators.test_estimator import SMALL, small_data
 
 load = BM3KLClassifier.load  # io.read + _set_fitted (bayesmkl.io does not import the estimator)
 

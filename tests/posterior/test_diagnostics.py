@@ -6,7 +6,6 @@ from __future__ import annotations
 import arviz as az
 import numpy as np
 import pytest
-from test_estimator import SMALL, small_data
 
 from bayesmkl import BM3KLClassifier
 from bayesmkl.posterior.diagnostics import (
@@ -15,6 +14,7 @@ from bayesmkl.posterior.diagnostics import (
     build_datatree,
     classifier_labels,
 )
+from tests.estimators.test_estimator import SMALL, small_data
 
 
 def synthetic(chains=2, draws=30, P=4, C=3, N=7, seed=0):
@@ -233,3 +233,24 @@ def test_classifier_loo_refuses_the_raw_rule():
     with pytest.raises(ValueError, match="the same in every draw .*calibration='cv'"):
         clf.loo()
     assert "psis_loo" in tree["log_likelihood"].attrs
+
+
+def test_loo_warns_with_the_share_of_bad_khat_and_names_compare_kfold():
+    """Most points with heavy-tailed importance ratios: ``loo`` returns the estimate but says
+    how many points have k̂ > 0.7 and which helper compares fits reliably; a well-behaved
+    log-likelihood gets no warning."""
+    import warnings
+
+    from bayesmkl.posterior.diagnostics import loo
+
+    rng = np.random.default_rng(3)
+    heavy = -np.exp(rng.standard_normal(size=(2, 100, 10)))  # log L with a heavy tail
+    with pytest.warns(UserWarning, match=r"PSIS-LOO is unreliable .* have Pareto k-hat > 0.7"):
+        res = loo(_tree_with(heavy))
+    assert np.mean(np.asarray(res.pareto_k) > 0.7) > 0.3
+    with pytest.warns(UserWarning, match="compare_kfold"):
+        loo(_tree_with(heavy))
+    calm = np.log(rng.uniform(0.2, 0.95, size=(2, 100, 10)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loo(_tree_with(calm))

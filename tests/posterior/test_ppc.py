@@ -15,11 +15,11 @@ import warnings
 import matplotlib
 import numpy as np
 import pytest
-from test_diagnostics import synthetic
-from test_estimator import SMALL, small_data
 
 from bayesmkl import BM3KLClassifier, KernelPool
 from bayesmkl.posterior.diagnostics import add_posterior_predictive, add_predictions, build_datatree
+from tests.estimators.test_estimator import SMALL, small_data
+from tests.posterior.test_diagnostics import synthetic
 
 matplotlib.use("Agg")
 
