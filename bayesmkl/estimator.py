@@ -440,7 +440,7 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         a ``ValueError`` naming the file when it is missing, damaged (a format-2 file without
         its checksums included) or not a saved model; ``verify=False`` skips the checksums.
         """
-        params, fitted = io.read(path, verify=verify)
+        params, fitted = io.read(path, verify=verify, known_params=cls._get_param_names())
         return cls(**params)._set_fitted(**fitted)
 
     def __sklearn_tags__(self):

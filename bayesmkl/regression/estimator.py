@@ -417,7 +417,9 @@ class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
         ``FileNotFoundError`` or a ``ValueError`` naming the file when it is missing, damaged,
         or holds another estimator; ``verify=False`` skips the checksums.
         """
-        params, fitted = io.read(path, verify=verify, estimator="BM3KLRegressor")
+        params, fitted = io.read(
+            path, verify=verify, estimator="BM3KLRegressor", known_params=cls._get_param_names()
+        )
         return cls(**params)._set_fitted(**fitted)
 
     def _unconverged_message(self, report, points) -> str:
