@@ -44,6 +44,8 @@ from bayesmkl.predict import (
 
 __all__ = [
     "AUTO_CHUNK",
+    "LOOP_BOUNDS",
+    "check_loop_bounds",
     "EXTRA_FIELDS",
     "RUN_CHUNK",
     "centres_pool",
@@ -65,6 +67,40 @@ RUN_CHUNK = 50
 #: Most training points whose decision values the run-length rule monitors (a fixed random
 #: subset above this; R-hat/ESS of every point of a large set would cost more than the sweeps).
 MAX_MONITORED_POINTS = 500
+
+#: Upper bounds of the run-length parameters of both BM3KL estimators. One compiled call runs
+#: ``RUN_CHUNK`` sweeps of ``n_leapfrog`` steps each and cannot be interrupted (neither
+#: ``max_time`` nor Ctrl-C acts inside it: ``n_leapfrog=10**9`` ran for hours), so ``n_leapfrog``
+#: is bounded where a chunk takes seconds on the data sizes the package handles; the others bound
+#: the draws kept in memory (chains × draws × points) and the warm-up to sizes no fit needs more.
+LOOP_BOUNDS = {
+    "n_leapfrog": 1_000,
+    "num_warmup": 100_000,
+    "num_samples": 1_000_000,
+    "max_samples": 1_000_000,
+    "num_chains": 256,
+}
+
+
+def check_loop_bounds(est) -> None:
+    """Check the run-length parameters of a BM3KL estimator against :data:`LOOP_BOUNDS`
+    (``ValueError``), and refuse ``num_chains=1`` with ``num_samples="auto"``: the automatic run
+    length stops when R-hat, which compares chains, reaches its target, which one chain never
+    does (it ran the whole ``max_samples`` budget and reported R-hat inf)."""
+    _integer("n_leapfrog", est.n_leapfrog, 1, LOOP_BOUNDS["n_leapfrog"])
+    _integer("num_warmup", est.num_warmup, 0, LOOP_BOUNDS["num_warmup"])
+    if est.num_samples != "auto":
+        _integer("num_samples", est.num_samples, 1, LOOP_BOUNDS["num_samples"])
+    _integer("max_samples", est.max_samples, 1, LOOP_BOUNDS["max_samples"])
+    _integer("num_chains", est.num_chains, 1, LOOP_BOUNDS["num_chains"])
+    if est.num_samples == "auto" and int(est.num_chains) == 1:
+        raise ValueError(
+            'num_chains=1 cannot be used with num_samples="auto": the automatic run length '
+            "stops when R-hat, which compares chains, reaches rhat_target, and one chain has no "
+            "R-hat, so the run would always use the whole max_samples budget. Use num_chains >= "
+            "2, or a fixed num_samples"
+        )
+
 
 #: NumPyro extra fields collected during sampling (become ``sample_stats_``).
 EXTRA_FIELDS = ("accept_prob", "diverging", "step_size", "potential_energy")
@@ -133,7 +169,9 @@ def make_rng_key(random_state):
     Parameters
     ----------
     random_state : None, int, numpy.random.RandomState or numpy.random.Generator
-        An int is used as the seed; ``None`` draws a seed from NumPy's global generator; a
+        An int is used as the seed (one of 2**63 or more, which JAX's PRNG does not take, is
+        reduced to [0, 2**63) by hashing all its bits with :class:`numpy.random.SeedSequence`,
+        as NumPy seeds its own generators); ``None`` draws a seed from NumPy's global generator; a
         ``RandomState``/``Generator`` draws the seed from that generator (advancing it).
 
     Returns
@@ -148,6 +186,8 @@ def make_rng_key(random_state):
         seed = int(random_state)
         if seed < 0:
             raise ValueError(f"random_state must be a non-negative integer; got {seed}")
+        if seed >= 2**63:  # beyond JAX's key space: hash every bit into it, as NumPy does
+            seed = int(np.random.SeedSequence(seed).generate_state(1, np.uint64)[0] >> 1)
     elif random_state is None or isinstance(random_state, np.random.RandomState):
         seed = int(check_random_state(random_state).randint(0, 2**31 - 1))
     else:
@@ -182,16 +222,11 @@ def validate_params(est) -> None:
         if getattr(est, name) is not None:  # None: the named prior's value
             check_hyper(name, getattr(est, name))
     _positive("step_size", est.step_size)
-    _integer("n_leapfrog", est.n_leapfrog, 1)
-    _integer("num_warmup", est.num_warmup, 0)
-    if est.num_samples != "auto":
-        _integer("num_samples", est.num_samples, 1)
+    check_loop_bounds(est)
     check_param("rhat_target", est.rhat_target, _RHAT_TARGET)
     _positive("ess_target", est.ess_target)
-    _integer("max_samples", est.max_samples, 1)
     if est.max_time is not None:
         _positive("max_time", est.max_time)
-    _integer("num_chains", est.num_chains, 1)
     if not isinstance(est.warm_start, bool | np.bool_):
         raise ValueError(f"warm_start must be True or False; got {est.warm_start!r}")
     check_class_weight(est.class_weight)

@@ -37,7 +37,7 @@ from bayesmkl._fitting import (
 )
 from bayesmkl._params import BM3KL_PARAMS
 from bayesmkl._posterior import PosteriorMixin
-from bayesmkl._weights import effective_sample_weight
+from bayesmkl._weights import MAX_SAMPLE_WEIGHT, effective_sample_weight
 from bayesmkl._x64 import with_x64
 from bayesmkl.inference import resume as _resume
 from bayesmkl.inference.chains import resolve_chain_method
@@ -335,7 +335,9 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         """
         self._validate_params()
         kin, K, classes, codes, y = self._validate_fit_input(X, y)
-        sw = effective_sample_weight(y, sample_weight, self.class_weight)
+        sw = effective_sample_weight(
+            y, sample_weight, self.class_weight, max_weight=MAX_SAMPLE_WEIGHT
+        )
         delta = signed_targets(codes, len(classes), self.binary_mode)
         data = (K, delta) if sw is None else (K, delta, sw)
         fingerprint = _resume.data_fingerprint(K, delta, np.asarray(y), sw)

@@ -146,7 +146,10 @@ class RegressionPosteriorMixin(KernelDrawsMixin):
         function alone, without the noise.
         """
         check_is_fitted(self, "posterior_")
-        return self.y_mean_ + self.y_scale_ * self._standard_f(self._test_kernels(X))
+        F = self._standard_f(self._test_kernels(X))
+        with np.errstate(over="ignore", invalid="ignore"):  # the check below says it
+            mu = self.y_mean_ + self.y_scale_ * F
+        return check_predictions(mu, "function values (in units of y)")
 
     @with_x64
     def predict(self, X, return_std: bool = False):
@@ -166,11 +169,12 @@ class RegressionPosteriorMixin(KernelDrawsMixin):
             Only with ``return_std=True``.
         """
         mu = self.function_draws(X)
-        mean = mu.mean(axis=0)
-        if not return_std:
-            return mean
-        var = mu.var(axis=0) + self.y_scale_**2 * self._noise_var_draws().mean()
-        return mean, np.sqrt(var)
+        with np.errstate(over="ignore", invalid="ignore"):  # the checks below say it
+            mean = check_predictions(mu.mean(axis=0), "predictive means")
+            if not return_std:
+                return mean
+            var = mu.var(axis=0) + self.y_scale_**2 * self._noise_var_draws().mean()
+            return mean, check_predictions(np.sqrt(var), "predictive standard deviations")
 
     @with_x64
     def predict_quantiles(self, X, quantiles=(0.05, 0.5, 0.95)) -> np.ndarray:

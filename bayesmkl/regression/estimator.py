@@ -24,6 +24,7 @@ from bayesmkl._fitting import (
     AUTO_CHUNK,
     EXTRA_FIELDS,
     RUN_CHUNK,
+    check_loop_bounds,
     check_precomputed_stack,
     describe_quantity,
     enable_compilation_cache,
@@ -39,7 +40,6 @@ from bayesmkl._validation import (
     Options,
     check_choice,
     check_hyper,
-    check_int,
     check_param,
     check_positive,
 )
@@ -55,6 +55,11 @@ from bayesmkl.regression.model import REG_PRIORS, RegHyper, unit_variance_kappa
 from bayesmkl.regression.sampler import REG_CAPPED_LOOPS, BM3KLReg
 
 __all__ = ["BM3KLRegressor"]
+
+#: The standard deviations of y the regressor accepts: its predictive variances are computed in
+#: units of y² (s_y² · Var), which underflow to 0 below about 1e-154 (y scaled by 1e-200 gave a
+#: predictive sd of exactly 0 beside an interval 170 s_y wide) and overflow above 1e154.
+Y_SCALE_RANGE = (1e-150, 1e150)
 
 _EPSILON = [Options("auto"), Interval("real", 0, None, closed="left")]
 _NOISE_PRIOR = [Interval("real", 0, 1e6, closed="right", description="a number in (0, 1e6]")]
@@ -249,15 +254,10 @@ class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
             check_param(name, getattr(self, name), _NOISE_PRIOR)
         check_choice("sampler", self.sampler, EXACT_MOVES)
         check_positive("step_size", self.step_size)
-        check_int("n_leapfrog", self.n_leapfrog, 1)
-        check_int("num_warmup", self.num_warmup, 0)
-        if self.num_samples != "auto":
-            check_int("num_samples", self.num_samples, 1)
-        check_int("num_chains", self.num_chains, 1)
+        check_loop_bounds(self)
         check_choice("chain_method", self.chain_method, ("sequential", "parallel", "vectorized"))
         check_param("rhat_target", self.rhat_target, _RHAT_TARGET)
         check_positive("ess_target", self.ess_target)
-        check_int("max_samples", self.max_samples, 1)
         if self.max_time is not None:
             check_positive("max_time", self.max_time)
         if self.kernel_dtype is not None:
@@ -293,6 +293,13 @@ class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
                 "no scale to standardise it by"
             )
         kin, K = fit_kernel_input(self, Xk)
+        zero = [name for name, k in zip(kin.names, K, strict=True) if not np.any(k)]
+        if zero:  # checked before sampling: the automatic kappa divided by zero, then diverged
+            raise ValueError(
+                f"the kernel(s) {zero[:10]} are zero everywhere: they carry no information "
+                "about y (and an all-zero stack leaves no scale for the prior's kappa); remove "
+                "them"
+            )
         return kin, K, y
 
     def _standardise(self, y):
@@ -308,6 +315,14 @@ class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
                 f"y cannot be standardised: its value {y[r]:.3g} (row {r}) makes the mean or "
                 "variance overflow float64. Rescale y (e.g. divide it by its largest absolute "
                 "value, or take a logarithm) or remove the outlying rows."
+            )
+        lo, hi = Y_SCALE_RANGE
+        if not lo <= y_scale <= hi:  # variances in units of y² (s_y² Var r) under/overflow
+            raise ValueError(
+                f"y's standard deviation is {y_scale:.3g}, outside [{lo:g}, {hi:g}]: the "
+                "predictive variances, in units of y squared, would underflow to 0 or overflow "
+                "float64. Rescale y (e.g. divide it by its standard deviation) and scale the "
+                "predictions back."
             )
         eps = None if self.epsilon == "auto" else float(self.epsilon) / y_scale
         if eps is not None and eps > MAX_STD_EPSILON:
