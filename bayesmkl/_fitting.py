@@ -52,6 +52,8 @@ __all__ = [
     "enable_compilation_cache",
     "make_rng_key",
     "describe_quantity",
+    "drop_corrupt_cache_entries",
+    "unsafe_cache_dir",
     "resolve_hyper",
     "unconverged_message",
     "run_monitor",
@@ -135,7 +137,14 @@ def enable_compilation_cache(cache_dir=None, *, min_compile_time_secs: float = 1
     Returns
     -------
     str or None
-        The directory in use, or ``None`` when it cannot be created.
+        The directory in use, or ``None`` when it cannot be created or is writable by other
+        users (:func:`unsafe_cache_dir`; a ``UserWarning`` says so).
+
+    Notes
+    -----
+    Entries that cannot be decompressed (a writer killed, a full disk) are removed first, with
+    one warning (:func:`drop_corrupt_cache_entries`), so JAX compiles and stores them afresh
+    instead of warning and recompiling on every later fit.
     """
     import os
     from pathlib import Path
@@ -152,6 +161,19 @@ def enable_compilation_cache(cache_dir=None, *, min_compile_time_secs: float = 1
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
     except OSError:
         return None
+    problem = unsafe_cache_dir(cache_dir)
+    if problem:
+        import warnings
+
+        warnings.warn(
+            f"not using the compilation cache {cache_dir}: {problem}, so others could replace "
+            "the compiled programs that fits load from it. Use a directory only you can write "
+            "(chmod go-w, or set BAYESMKL_CACHE_DIR); fits compile from scratch meanwhile",
+            UserWarning,
+            stacklevel=2,
+        )
+        return None
+    drop_corrupt_cache_entries(cache_dir)
     jax.config.update("jax_compilation_cache_dir", str(cache_dir))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time_secs))
     try:  # JAX decides once per process whether the cache is used; let it decide again
@@ -161,6 +183,81 @@ def enable_compilation_cache(cache_dir=None, *, min_compile_time_secs: float = 1
     except Exception:  # pragma: no cover - private API moved
         pass
     return str(cache_dir)
+
+
+def unsafe_cache_dir(cache_dir) -> str | None:
+    """Why ``cache_dir`` is unsafe as a compilation cache, or ``None``: JAX loads compiled
+    programs from it, so a directory that another user can write to (mode o+w, or owned by
+    someone else) lets them replace the program a later fit runs."""
+    import os
+    import stat
+
+    st = os.stat(cache_dir)
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"it belongs to another user (uid {st.st_uid})"
+    if st.st_mode & stat.S_IWOTH:
+        return f"every user can write to it (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+#: Written in the cache directory when its entries have been checked (its mtime: the start of
+#: that check), so each entry is decompressed once, not at every fit.
+_CACHE_CHECKED = ".bayesmkl-checked"
+
+
+def drop_corrupt_cache_entries(cache_dir) -> list:
+    """Remove the entries of a JAX compilation cache that do not decompress (truncated by a
+    killed writer or a full disk: JAX then warns "Error reading persistent compilation cache
+    entry" and recompiles at every fit, but never replaces them); one ``UserWarning`` names
+    them. Entries are checked once (those newer than the last check). Returns their paths."""
+    import os
+    import time
+    import warnings
+    from pathlib import Path
+
+    try:
+        from jax._src.compilation_cache import decompress_executable
+    except ImportError:  # pragma: no cover - private API moved
+        return []
+    cache_dir = Path(cache_dir)
+    marker = cache_dir / _CACHE_CHECKED
+    start = time.time()
+    try:
+        since = marker.stat().st_mtime
+    except OSError:
+        since = -1.0
+    bad = []
+    for entry in sorted(cache_dir.glob("*-cache")):
+        try:
+            if entry.stat().st_mtime < since:
+                continue
+            decompress_executable(entry.read_bytes())
+        except OSError:
+            continue  # removed meanwhile, or unreadable: JAX says so itself
+        except Exception:
+            bad.append(entry)
+    removed = []
+    for entry in bad:
+        try:
+            entry.unlink()
+            removed.append(entry)
+        except OSError:
+            pass
+    try:
+        marker.touch()
+        os.utime(marker, (start, start))
+    except OSError:
+        pass
+    if removed:
+        warnings.warn(
+            f"removed {len(removed)} damaged compilation-cache entr"
+            f"{'y' if len(removed) == 1 else 'ies'} from {cache_dir} ("
+            f"{', '.join(e.name[:40] for e in removed[:3])}{' ...' if len(removed) > 3 else ''}"
+            "; a truncated write, e.g. a full disk); the programs are compiled and stored again",
+            UserWarning,
+            stacklevel=3,
+        )
+    return removed
 
 
 def make_rng_key(random_state):
