@@ -105,11 +105,18 @@ def test_huge_sample_weight_refused_before_sampling(bc40):
         BM3KLClassifier(**FAST, calibration=None).fit(X, y, sample_weight=sw)
 
 
-def test_regressor_tiny_y_scale_refused(diabetes40):
-    """regressor_tiny_scale_std_zero.py: y * 1e-200 predicted a standard deviation of 0."""
+def test_regressor_tiny_y_scale_keeps_its_sd(diabetes40):
+    """regressor_tiny_scale_std_zero.py: y * 1e-200 predicted a standard deviation of exactly 0
+    (s_y² underflowed); outside the squarable range the sd is now computed in standardised
+    units, so it scales with y."""
     X, y = diabetes40
-    with pytest.raises(ValueError, match=r"standard deviation is .*e-199, outside \[1e-150"):
-        BM3KLRegressor(**FAST).fit(X, y * 1e-200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = BM3KLRegressor(**FAST).fit(X, y).predict(X[:3], return_std=True)
+        tiny = BM3KLRegressor(**FAST).fit(X, y * 1e-200).predict(X[:3], return_std=True)
+    assert np.all(tiny[1] > 0)
+    np.testing.assert_allclose(tiny[0] / 1e-200, ref[0], rtol=1e-6)
+    np.testing.assert_allclose(tiny[1] / 1e-200, ref[1], rtol=1e-6)
 
 
 def test_regressor_zero_kernel_refused_before_sampling(diabetes40):

@@ -56,11 +56,6 @@ from bayesmkl.regression.sampler import REG_CAPPED_LOOPS, BM3KLReg
 
 __all__ = ["BM3KLRegressor"]
 
-#: The standard deviations of y the regressor accepts: its predictive variances are computed in
-#: units of y² (s_y² · Var), which underflow to 0 below about 1e-154 (y scaled by 1e-200 gave a
-#: predictive sd of exactly 0 beside an interval 170 s_y wide) and overflow above 1e154.
-Y_SCALE_RANGE = (1e-150, 1e150)
-
 _EPSILON = [Options("auto"), Interval("real", 0, None, closed="left")]
 _NOISE_PRIOR = [Interval("real", 0, 1e6, closed="right", description="a number in (0, 1e6]")]
 #: Largest fixed ε in standard deviations of y: 1e100 fits (measured), 1e300 overflows.
@@ -315,14 +310,6 @@ class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
                 f"y cannot be standardised: its value {y[r]:.3g} (row {r}) makes the mean or "
                 "variance overflow float64. Rescale y (e.g. divide it by its largest absolute "
                 "value, or take a logarithm) or remove the outlying rows."
-            )
-        lo, hi = Y_SCALE_RANGE
-        if not lo <= y_scale <= hi:  # variances in units of y² (s_y² Var r) under/overflow
-            raise ValueError(
-                f"y's standard deviation is {y_scale:.3g}, outside [{lo:g}, {hi:g}]: the "
-                "predictive variances, in units of y squared, would underflow to 0 or overflow "
-                "float64. Rescale y (e.g. divide it by its standard deviation) and scale the "
-                "predictions back."
             )
         eps = None if self.epsilon == "auto" else float(self.epsilon) / y_scale
         if eps is not None and eps > MAX_STD_EPSILON:
