@@ -459,16 +459,18 @@ def test_corrupt_metadata_bytes_raise_or_load_identically(saved, fitted, data, t
     assert raised + loaded == 120 and raised > 0
 
 
-def test_file_without_checksums_warns(saved, fitted, data, tmp_path):
-    """A file of format 1 (written before checksums existed) loads with a warning; a format-2
-    file without them is refused (tests/test_hostile_inputs.py)."""
+def test_file_without_checksums_needs_verify_false(saved, fitted, data, tmp_path):
+    """A file of format 1 (written before checksums existed) cannot be told from a format-2
+    file whose checksums were removed, so it loads only with verify=False (issue 46; a format-2
+    file without them: tests/test_hostile_inputs.py)."""
     old = tmp_path / "old.nc"
     old.write_bytes(saved.read_bytes())
     with h5py.File(old, "r+") as f:
         del f.attrs["bayesmkl_sha256"]
         f.attrs["bayesmkl_format"] = 1
-    with pytest.warns(UserWarning, match="has no checksums"):
-        clf = load(old)
+    with pytest.raises(ValueError, match=r"old\.nc is corrupt: it has no checksum record"):
+        load(old)
+    clf = load(old, verify=False)
     np.testing.assert_array_equal(clf.predict_proba(data[2]), fitted.predict_proba(data[2]))
 
 
@@ -480,8 +482,8 @@ def test_file_with_nan_draws_is_refused(saved, tmp_path):
         f["posterior/w"][0, 0, 0] = np.nan
         del f.attrs["bayesmkl_sha256"]
         f.attrs["bayesmkl_format"] = 1
-    with pytest.warns(UserWarning), pytest.raises(ValueError, match=r"nan\.nc cannot be used"):
-        load(old)
+    with pytest.raises(ValueError, match=r"nan\.nc cannot be used"):
+        load(old, verify=False)
 
 
 # --------------------------------------------------------------------------------------------

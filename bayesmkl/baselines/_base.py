@@ -20,6 +20,8 @@ shared weights (C = K).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
@@ -45,7 +47,37 @@ def fit_kernel_input(estimator, X) -> np.ndarray:
     if estimator.kernel_input_.pool is not None:
         estimator.n_features_in_ = int(np.asarray(X).shape[1])
     estimator.kernel_names_ = list(estimator.kernel_input_.names)
-    return np.asarray(K, dtype=np.float64)
+    K = np.asarray(K, dtype=np.float64)
+    _check_constant_kernels(estimator, K)
+    return K
+
+
+def _check_constant_kernels(estimator, K) -> None:
+    """Refuse training kernels that are constant (all zero included): they separate nothing,
+    and every baseline turned them into NaN decision values (M3K), weights [0, 0] with a
+    division warning (OBSCURE) or a one-class predictor, silently. A precomputed stack with one
+    is refused; a pool is refused when every kernel is constant, and warns naming the constant
+    ones otherwise (a pool's kernel on a constant feature)."""
+    names = estimator.kernel_names_
+    flat = K.reshape(K.shape[0], -1)
+    scale = np.max(np.abs(flat), axis=1)
+    const = [n for n, f, s in zip(names, flat, scale, strict=True) if np.ptp(f) <= 1e-12 * s]
+    if not const:
+        return
+    who = type(estimator).__name__
+    shown = f"{const[:10]}{' ...' if len(const) > 10 else ''}"
+    if estimator.kernel_input_.pool is None or len(const) == len(names):
+        raise ValueError(
+            f"{who}: the training kernel(s) {shown} are constant (every entry "
+            f"{flat[names.index(const[0])][0]:.3g}): a constant kernel separates no points, so "
+            "nothing can be learnt from it; remove it (or check how the kernels were computed)"
+        )
+    warnings.warn(
+        f"{who}: the pool's kernel(s) {shown} are constant on the training data (a constant "
+        "feature?); they carry no information",
+        UserWarning,
+        stacklevel=4,
+    )
 
 
 class MKLClassifierBase(ClassifierMixin, BaseEstimator):

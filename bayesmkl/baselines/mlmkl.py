@@ -30,7 +30,7 @@ import math
 import numpy as np
 from scipy.optimize import linprog
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, column_or_1d
+from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from bayesmkl.baselines._base import MKLClassifierBase, fit_kernel_input
 from bayesmkl.baselines._budget import Budget, check_max_time
@@ -39,6 +39,7 @@ from bayesmkl.baselines._solvers import IterativeMKLClassifier
 from bayesmkl.baselines._svm import combine, fit_svc, kernel_quadratics
 from bayesmkl.baselines.simplemkl import solve_simplemkl
 from bayesmkl.estimators._validation import Interval, check_int, check_param, check_positive
+from bayesmkl.estimators._weights import check_sample_weight
 
 __all__ = ["MLMKLSum", "MLMKLSA", "class_objectives", "minimax_lower_bound"]
 
@@ -163,9 +164,7 @@ class _MLMKLBase(MKLClassifierBase):
             )
         sw = None
         if sample_weight is not None:
-            sw = _check_sample_weight(
-                sample_weight, y_arr, dtype=np.float64, ensure_non_negative=True
-            )
+            sw = check_sample_weight(sample_weight, y_arr.shape[0])
         if not np.all(np.isin(y_arr, (0, 1))):
             raise ValueError("a 2-D y must be a multi-label indicator matrix of 0/1")
         counts = y_arr.sum(axis=0)

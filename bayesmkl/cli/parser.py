@@ -48,6 +48,17 @@ TASKS = ("classification", "regression")
 CALIBRATIONS = ("loo", "cv", "none")
 
 
+def _seed(text: str) -> int:
+    """``--seed``: a non-negative integer written in digits (any size: the estimators reduce
+    seeds of 2**63 or more to JAX's key space); ``1e20`` or ``-1`` is refused by argparse."""
+    t = text.strip()
+    if not t.isdigit():
+        raise argparse.ArgumentTypeError(
+            f"must be a non-negative integer written in digits, e.g. 0 or 12345; got {text!r}"
+        )
+    return int(t)
+
+
 def _or_auto(cast, what: str):
     """An argparse ``type``: the word ``auto``, or ``cast(text)`` (``what`` names it in errors)."""
 
@@ -101,7 +112,7 @@ def _add_sampler_args(p, *, chains_default: int, max_time_default=None) -> None:
         metavar="N",
         help=f"number of chains (default {chains_default})",
     )
-    g.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
+    g.add_argument("--seed", type=_seed, default=0, help="sampler seed (default 0)")
     _add_choice(g, "--prior", PRIOR_NAMES, "named hyper-parameters (the paper's: 'paper')")
     for name, symbol in HYPER_OPTIONS:
         flag = "--" + name.replace("_", "-")

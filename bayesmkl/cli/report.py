@@ -135,7 +135,12 @@ def write_figures(clf, out: Path, y_test=None, proba=None) -> list[Path]:
     paths = []
     for name, fig in figs.items():
         p = out / name
-        fig.savefig(p, dpi=110)
+        try:
+            fig.savefig(p, dpi=110)
+        except OSError as exc:  # e.g. a full disk: say which file
+            raise OSError(
+                exc.errno, f"could not write the figure {p}: {exc.strerror or exc}"
+            ) from exc
         paths.append(p)
     return paths
 

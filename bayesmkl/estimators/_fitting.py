@@ -42,12 +42,16 @@ from bayesmkl.sampler.state import NU_UPDATES
 
 __all__ = [
     "AUTO_CHUNK",
+    "LOOP_BOUNDS",
+    "check_loop_bounds",
     "EXTRA_FIELDS",
     "RUN_CHUNK",
     "centres_pool",
     "enable_compilation_cache",
     "make_rng_key",
     "describe_quantity",
+    "drop_corrupt_cache_entries",
+    "unsafe_cache_dir",
     "resolve_hyper",
     "unconverged_message",
     "run_monitor",
@@ -63,6 +67,40 @@ RUN_CHUNK = 50
 #: Most training points whose decision values the run-length rule monitors (a fixed random
 #: subset above this; R-hat/ESS of every point of a large set would cost more than the sweeps).
 MAX_MONITORED_POINTS = 500
+
+#: Upper bounds of the run-length parameters of both BM3KL estimators. One compiled call runs
+#: ``RUN_CHUNK`` sweeps of ``n_leapfrog`` steps each and cannot be interrupted (neither
+#: ``max_time`` nor Ctrl-C acts inside it: ``n_leapfrog=10**9`` ran for hours), so ``n_leapfrog``
+#: is bounded where a chunk takes seconds on the data sizes the package handles; the others bound
+#: the draws kept in memory (chains × draws × points) and the warm-up to sizes no fit needs more.
+LOOP_BOUNDS = {
+    "n_leapfrog": 1_000,
+    "num_warmup": 100_000,
+    "num_samples": 1_000_000,
+    "max_samples": 1_000_000,
+    "num_chains": 256,
+}
+
+
+def check_loop_bounds(est) -> None:
+    """Check the run-length parameters of a BM3KL estimator against :data:`LOOP_BOUNDS`
+    (``ValueError``), and refuse ``num_chains=1`` with ``num_samples="auto"``: the automatic run
+    length stops when R-hat, which compares chains, reaches its target, which one chain never
+    does (it ran the whole ``max_samples`` budget and reported R-hat inf)."""
+    _integer("n_leapfrog", est.n_leapfrog, 1, LOOP_BOUNDS["n_leapfrog"])
+    _integer("num_warmup", est.num_warmup, 0, LOOP_BOUNDS["num_warmup"])
+    if est.num_samples != "auto":
+        _integer("num_samples", est.num_samples, 1, LOOP_BOUNDS["num_samples"])
+    _integer("max_samples", est.max_samples, 1, LOOP_BOUNDS["max_samples"])
+    _integer("num_chains", est.num_chains, 1, LOOP_BOUNDS["num_chains"])
+    if est.num_samples == "auto" and int(est.num_chains) == 1:
+        raise ValueError(
+            'num_chains=1 cannot be used with num_samples="auto": the automatic run length '
+            "stops when R-hat, which compares chains, reaches rhat_target, and one chain has no "
+            "R-hat, so the run would always use the whole max_samples budget. Use num_chains >= "
+            "2, or a fixed num_samples"
+        )
+
 
 #: NumPyro extra fields collected during sampling (become ``sample_stats_``).
 EXTRA_FIELDS = ("accept_prob", "diverging", "step_size", "potential_energy")
@@ -98,7 +136,14 @@ def enable_compilation_cache(cache_dir=None, *, min_compile_time_secs: float = 1
     Returns
     -------
     str or None
-        The directory in use, or ``None`` when it cannot be created.
+        The directory in use, or ``None`` when it cannot be created or is writable by other
+        users (:func:`unsafe_cache_dir`; a ``UserWarning`` says so).
+
+    Notes
+    -----
+    Entries that cannot be decompressed (a writer killed, a full disk) are removed first, with
+    one warning (:func:`drop_corrupt_cache_entries`), so JAX compiles and stores them afresh
+    instead of warning and recompiling on every later fit.
     """
     import os
     from pathlib import Path
@@ -115,6 +160,19 @@ def enable_compilation_cache(cache_dir=None, *, min_compile_time_secs: float = 1
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
     except OSError:
         return None
+    problem = unsafe_cache_dir(cache_dir)
+    if problem:
+        import warnings
+
+        warnings.warn(
+            f"not using the compilation cache {cache_dir}: {problem}, so others could replace "
+            "the compiled programs that fits load from it. Use a directory only you can write "
+            "(chmod go-w, or set BAYESMKL_CACHE_DIR); fits compile from scratch meanwhile",
+            UserWarning,
+            stacklevel=2,
+        )
+        return None
+    drop_corrupt_cache_entries(cache_dir)
     jax.config.update("jax_compilation_cache_dir", str(cache_dir))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time_secs))
     try:  # JAX decides once per process whether the cache is used; let it decide again
@@ -126,13 +184,90 @@ def enable_compilation_cache(cache_dir=None, *, min_compile_time_secs: float = 1
     return str(cache_dir)
 
 
+def unsafe_cache_dir(cache_dir) -> str | None:
+    """Why ``cache_dir`` is unsafe as a compilation cache, or ``None``: JAX loads compiled
+    programs from it, so a directory that another user can write to (mode o+w, or owned by
+    someone else) lets them replace the program a later fit runs."""
+    import os
+    import stat
+
+    st = os.stat(cache_dir)
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"it belongs to another user (uid {st.st_uid})"
+    if st.st_mode & stat.S_IWOTH:
+        return f"every user can write to it (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+#: Written in the cache directory when its entries have been checked (its mtime: the start of
+#: that check), so each entry is decompressed once, not at every fit.
+_CACHE_CHECKED = ".bayesmkl-checked"
+
+
+def drop_corrupt_cache_entries(cache_dir) -> list:
+    """Remove the entries of a JAX compilation cache that do not decompress (truncated by a
+    killed writer or a full disk: JAX then warns "Error reading persistent compilation cache
+    entry" and recompiles at every fit, but never replaces them); one ``UserWarning`` names
+    them. Entries are checked once (those newer than the last check). Returns their paths."""
+    import os
+    import time
+    import warnings
+    from pathlib import Path
+
+    try:
+        from jax._src.compilation_cache import decompress_executable
+    except ImportError:  # pragma: no cover - private API moved
+        return []
+    cache_dir = Path(cache_dir)
+    marker = cache_dir / _CACHE_CHECKED
+    start = time.time()
+    try:
+        since = marker.stat().st_mtime
+    except OSError:
+        since = -1.0
+    bad = []
+    for entry in sorted(cache_dir.glob("*-cache")):
+        try:
+            if entry.stat().st_mtime < since:
+                continue
+            decompress_executable(entry.read_bytes())
+        except OSError:
+            continue  # removed meanwhile, or unreadable: JAX says so itself
+        except Exception:
+            bad.append(entry)
+    removed = []
+    for entry in bad:
+        try:
+            entry.unlink()
+            removed.append(entry)
+        except OSError:
+            pass
+    try:
+        marker.touch()
+        os.utime(marker, (start, start))
+    except OSError:
+        pass
+    if removed:
+        warnings.warn(
+            f"removed {len(removed)} damaged compilation-cache entr"
+            f"{'y' if len(removed) == 1 else 'ies'} from {cache_dir} ("
+            f"{', '.join(e.name[:40] for e in removed[:3])}{' ...' if len(removed) > 3 else ''}"
+            "; a truncated write, e.g. a full disk); the programs are compiled and stored again",
+            UserWarning,
+            stacklevel=3,
+        )
+    return removed
+
+
 def make_rng_key(random_state):
     """A JAX PRNG key and the integer seed it came from.
 
     Parameters
     ----------
     random_state : None, int, numpy.random.RandomState or numpy.random.Generator
-        An int is used as the seed; ``None`` draws a seed from NumPy's global generator; a
+        An int is used as the seed (one of 2**63 or more, which JAX's PRNG does not take, is
+        reduced to [0, 2**63) by hashing all its bits with :class:`numpy.random.SeedSequence`,
+        as NumPy seeds its own generators); ``None`` draws a seed from NumPy's global generator; a
         ``RandomState``/``Generator`` draws the seed from that generator (advancing it).
 
     Returns
@@ -147,6 +282,8 @@ def make_rng_key(random_state):
         seed = int(random_state)
         if seed < 0:
             raise ValueError(f"random_state must be a non-negative integer; got {seed}")
+        if seed >= 2**63:  # beyond JAX's key space: hash every bit into it, as NumPy does
+            seed = int(np.random.SeedSequence(seed).generate_state(1, np.uint64)[0] >> 1)
     elif random_state is None or isinstance(random_state, np.random.RandomState):
         seed = int(check_random_state(random_state).randint(0, 2**31 - 1))
     else:
@@ -181,16 +318,11 @@ def validate_params(est) -> None:
         if getattr(est, name) is not None:  # None: the named prior's value
             check_hyper(name, getattr(est, name))
     _positive("step_size", est.step_size)
-    _integer("n_leapfrog", est.n_leapfrog, 1)
-    _integer("num_warmup", est.num_warmup, 0)
-    if est.num_samples != "auto":
-        _integer("num_samples", est.num_samples, 1)
+    check_loop_bounds(est)
     check_param("rhat_target", est.rhat_target, _RHAT_TARGET)
     _positive("ess_target", est.ess_target)
-    _integer("max_samples", est.max_samples, 1)
     if est.max_time is not None:
         _positive("max_time", est.max_time)
-    _integer("num_chains", est.num_chains, 1)
     if not isinstance(est.warm_start, bool | np.bool_):
         raise ValueError(f"warm_start must be True or False; got {est.warm_start!r}")
     check_class_weight(est.class_weight)

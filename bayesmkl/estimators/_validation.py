@@ -162,9 +162,10 @@ def is_int(value, minimum: int) -> bool:
     return Interval("int", minimum, None, closed="left").is_satisfied_by(value)
 
 
-def check_int(name: str, value, minimum: int = 1) -> int:
-    """``int(value)`` for an integer ``value ≥ minimum``."""
-    check_param(name, value, [Interval("int", minimum, None, closed="left")])
+def check_int(name: str, value, minimum: int = 1, maximum: int | None = None) -> int:
+    """``int(value)`` for an integer ``minimum ≤ value`` (``≤ maximum`` when given)."""
+    closed = "left" if maximum is None else "both"
+    check_param(name, value, [Interval("int", minimum, maximum, closed=closed)])
     return int(value)
 
 

@@ -11,13 +11,57 @@ so an integer weight is the same as repeating the row and a zero weight the same
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 
 import numpy as np
+from sklearn.utils import check_array
 from sklearn.utils.class_weight import compute_sample_weight
-from sklearn.utils.validation import _check_sample_weight
 
-__all__ = ["check_class_weight", "effective_sample_weight"]
+__all__ = ["check_class_weight", "check_sample_weight", "effective_sample_weight"]
+
+
+def check_sample_weight(sample_weight, n: int, *, max_weight: float | None = None) -> np.ndarray:
+    """``sample_weight`` as a float64 array ``(n,)`` of finite, non-negative weights.
+
+    ``None`` gives ones and a scalar is broadcast (the semantics of scikit-learn's private
+    ``_check_sample_weight``, which the package does not import). ``max_weight``: the largest
+    weight allowed (``ValueError`` naming the weight above it).
+    """
+    if sample_weight is None:
+        sw = np.ones(n, dtype=np.float64)
+    elif isinstance(sample_weight, numbers.Number) and not isinstance(sample_weight, bool):
+        sw = np.full(n, sample_weight, dtype=np.float64)
+    else:
+        if np.ndim(sample_weight) != 1:
+            raise ValueError(
+                f"Sample weights must be 1D array or scalar, got {np.ndim(sample_weight)}D "
+                f"array. Expected either a scalar value or a 1D array of length {n}."
+            )
+        sw = check_array(
+            sample_weight, ensure_2d=False, dtype=np.float64, input_name="sample_weight",
+            ensure_min_samples=0,
+        )  # fmt: skip
+        if sw.shape != (n,):
+            raise ValueError(f"sample_weight.shape == {sw.shape}, expected {(n,)}!")
+    if not np.all(np.isfinite(sw)):
+        raise ValueError("Input sample_weight contains NaN or infinity.")
+    if np.any(sw < 0):
+        raise ValueError("Negative values in data passed to `sample_weight`")
+    if max_weight is not None and np.any(sw > max_weight):
+        i = int(np.argmax(sw))
+        raise ValueError(
+            f"sample_weight[{i}] = {sw[i]:.3g} is above {max_weight:g}, where the weighted "
+            "likelihood overflows the sampler's arithmetic; only the weights' ratios and their "
+            "scale against 1 (one row's worth) matter, so divide them by a common factor"
+        )
+    return sw
+
+
+#: The largest effective sample weight BM3KL accepts: a point's weight multiplies its likelihood
+#: term, and beyond about this the sampler's augmentation variables overflow (the audit: 1e10
+#: and 1e30 diverged on every sweep, 1e300 ended in a SamplerDivergenceError after a full run).
+MAX_SAMPLE_WEIGHT = 1e6
 
 
 def check_class_weight(class_weight) -> None:
@@ -36,7 +80,9 @@ def check_class_weight(class_weight) -> None:
     )
 
 
-def effective_sample_weight(y, sample_weight=None, class_weight=None) -> np.ndarray | None:
+def effective_sample_weight(
+    y, sample_weight=None, class_weight=None, *, max_weight: float | None = None
+) -> np.ndarray | None:
     """Validated per-sample weights ``sample_weight * class_weight[y]``, or ``None``.
 
     Parameters
@@ -45,11 +91,14 @@ def effective_sample_weight(y, sample_weight=None, class_weight=None) -> np.ndar
         Class labels (any type).
     sample_weight : None, float or array (N,)
         Non-negative finite weights (a scalar is broadcast); validated by
-        :func:`sklearn.utils.validation._check_sample_weight`.
+        :func:`check_sample_weight`.
     class_weight : None, "balanced" or dict
         As in scikit-learn (see the module docstring). A dict must give a weight to every class
         present in ``y`` (scikit-learn gives missing classes weight 1, which silently ignores a
         misspelt label; here it is an error).
+    max_weight : float, optional
+        The largest effective weight allowed (the sampler's bound,
+        :data:`MAX_SAMPLE_WEIGHT`); larger ones are refused with a ``ValueError`` naming them.
 
     Returns
     -------
@@ -70,7 +119,7 @@ def effective_sample_weight(y, sample_weight=None, class_weight=None) -> np.ndar
     y = np.asarray(y)
     if y.ndim != 1:
         raise ValueError(f"y must be one-dimensional to apply sample weights; got {y.shape}")
-    sw = _check_sample_weight(sample_weight, y, dtype=np.float64, ensure_non_negative=True)
+    sw = check_sample_weight(sample_weight, y.shape[0])
     if class_weight is not None:
         classes = np.unique(y)
         if isinstance(class_weight, Mapping):
@@ -86,6 +135,8 @@ def effective_sample_weight(y, sample_weight=None, class_weight=None) -> np.ndar
             if bad:
                 raise ValueError(f"class weights must be finite and >= 0; got {bad}")
         sw = sw * compute_sample_weight(class_weight, y)
+    if max_weight is not None:
+        check_sample_weight(sw, y.shape[0], max_weight=max_weight)
     labels, codes = np.unique(y, return_inverse=True)
     per_class = np.bincount(codes, weights=sw, minlength=labels.size)
     if np.any(per_class <= 0):

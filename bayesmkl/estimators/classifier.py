@@ -40,7 +40,7 @@ from bayesmkl.estimators._fitting import (
     validate_params,
 )
 from bayesmkl.estimators._params import BM3KL_PARAMS
-from bayesmkl.estimators._weights import effective_sample_weight
+from bayesmkl.estimators._weights import MAX_SAMPLE_WEIGHT, effective_sample_weight
 from bayesmkl.model.classification import signed_targets
 from bayesmkl.posterior import diagnostics
 from bayesmkl.posterior.checks import check_draws
@@ -342,7 +342,9 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         """
         self._validate_params()
         kin, K, classes, codes, y = self._validate_fit_input(X, y)
-        sw = effective_sample_weight(y, sample_weight, self.class_weight)
+        sw = effective_sample_weight(
+            y, sample_weight, self.class_weight, max_weight=MAX_SAMPLE_WEIGHT
+        )
         delta = signed_targets(codes, len(classes), self.binary_mode)
         data = (K, delta) if sw is None else (K, delta, sw)
         fingerprint = _resume.data_fingerprint(K, delta, np.asarray(y), sw)
@@ -447,7 +449,7 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         a ``ValueError`` naming the file when it is missing, damaged (a format-2 file without
         its checksums included) or not a saved model; ``verify=False`` skips the checksums.
         """
-        params, fitted = io.read(path, verify=verify)
+        params, fitted = io.read(path, verify=verify, known_params=cls._get_param_names())
         return cls(**params)._set_fitted(**fitted)
 
     def __sklearn_tags__(self):

@@ -24,6 +24,7 @@ from bayesmkl.estimators._fitting import (
     AUTO_CHUNK,
     EXTRA_FIELDS,
     RUN_CHUNK,
+    check_loop_bounds,
     check_precomputed_stack,
     describe_quantity,
     enable_compilation_cache,
@@ -39,7 +40,6 @@ from bayesmkl.estimators._validation import (
     Options,
     check_choice,
     check_hyper,
-    check_int,
     check_param,
     check_positive,
 )
@@ -250,15 +250,10 @@ class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
             check_param(name, getattr(self, name), _NOISE_PRIOR)
         check_choice("sampler", self.sampler, EXACT_MOVES)
         check_positive("step_size", self.step_size)
-        check_int("n_leapfrog", self.n_leapfrog, 1)
-        check_int("num_warmup", self.num_warmup, 0)
-        if self.num_samples != "auto":
-            check_int("num_samples", self.num_samples, 1)
-        check_int("num_chains", self.num_chains, 1)
+        check_loop_bounds(self)
         check_choice("chain_method", self.chain_method, ("sequential", "parallel", "vectorized"))
         check_param("rhat_target", self.rhat_target, _RHAT_TARGET)
         check_positive("ess_target", self.ess_target)
-        check_int("max_samples", self.max_samples, 1)
         if self.max_time is not None:
             check_positive("max_time", self.max_time)
         if self.kernel_dtype is not None:
@@ -294,6 +289,13 @@ class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
                 "no scale to standardise it by"
             )
         kin, K = fit_kernel_input(self, Xk)
+        zero = [name for name, k in zip(kin.names, K, strict=True) if not np.any(k)]
+        if zero:  # checked before sampling: the automatic kappa divided by zero, then diverged
+            raise ValueError(
+                f"the kernel(s) {zero[:10]} are zero everywhere: they carry no information "
+                "about y (and an all-zero stack leaves no scale for the prior's kappa); remove "
+                "them"
+            )
         return kin, K, y
 
     def _standardise(self, y):
@@ -418,7 +420,9 @@ class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
         ``FileNotFoundError`` or a ``ValueError`` naming the file when it is missing, damaged,
         or holds another estimator; ``verify=False`` skips the checksums.
         """
-        params, fitted = io.read(path, verify=verify, estimator="BM3KLRegressor")
+        params, fitted = io.read(
+            path, verify=verify, estimator="BM3KLRegressor", known_params=cls._get_param_names()
+        )
         return cls(**params)._set_fitted(**fitted)
 
     def _unconverged_message(self, report, points) -> str:

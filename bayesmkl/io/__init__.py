@@ -27,22 +27,40 @@ root attribute ``bayesmkl_sha256``; :func:`read` recomputes them before decoding
 raises a ``ValueError`` naming the file and the arrays when one differs, so a flipped byte in
 the draws or the pool can never change predictions silently. :func:`save` refuses draws that
 are not finite, and :func:`read` refuses them too (files written before the checks existed).
-The file is written to a temporary name and renamed, so a failed save leaves no partial file.
+The file is built in memory, written to a new temporary file (``tempfile.mkstemp``: never a
+planted file or symlink) and renamed, so a failed save (a full disk) raises an ``OSError`` naming
+the file and leaves no partial file and the previous one intact. :func:`read` refuses formats
+newer than :data:`FORMAT_VERSION`, parameters this version does not know, files without
+checksums (unless ``verify=False``) and attributes that would make xarray rescale an array.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io as _bytes_io
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
 
-from bayesmkl.io._integrity import one_line as _one_line
-from bayesmkl.io._integrity import refuse_nonfinite as _refuse_nonfinite
-from bayesmkl.io._integrity import verify_checksums as _verify_checksums
-from bayesmkl.io._integrity import write_checksums as _write_checksums
+from bayesmkl.io._integrity import (
+    check_file_format as _check_file_format,
+)
+from bayesmkl.io._integrity import (
+    one_line as _one_line,
+)
+from bayesmkl.io._integrity import (
+    refuse_nonfinite as _refuse_nonfinite,
+)
+from bayesmkl.io._integrity import (
+    verify_checksums as _verify_checksums,
+)
+from bayesmkl.io._integrity import (
+    write_checksums as _write_checksums,
+)
 from bayesmkl.kernels.input import KernelInput
 from bayesmkl.kernels.pool import KernelPool, KernelSpec
 from bayesmkl.posterior import diagnostics
@@ -257,18 +275,75 @@ def save(clf, path) -> Path:
         "bayesmkl_params": json.dumps(_params_to_json(clf.get_params(deep=False))),
         "bayesmkl_state": json.dumps(state),
     })  # fmt: skip
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tree.to_netcdf(tmp, engine="h5netcdf")
-        _write_checksums(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    _write_atomically(path, _netcdf_bytes(tree))
     return path
 
 
-def read(path, *, verify: bool = True, estimator: str = CLASSIFIER) -> tuple[dict, dict]:
+def _netcdf_bytes(tree) -> bytes:
+    """The netCDF file of ``tree``, checksums included, built in memory.
+
+    HDF5 never touches the disk here: when HDF5 itself meets a full disk it leaves handles that
+    h5py's clean-up then frees twice (the audit saw "Can't decrement id ref count" and a
+    segmentation fault), so the only write that can fail on a full disk is the plain
+    :func:`os.write` of :func:`_write_atomically`, which raises an ordinary ``OSError``.
+    """
+    buf = _bytes_io.BytesIO()
+    tree.to_netcdf(buf, engine="h5netcdf")
+    _write_checksums(buf)
+    return buf.getvalue()
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a new temporary file in the same directory.
+
+    The temporary file is created by :func:`tempfile.mkstemp` (``O_CREAT | O_EXCL``, an
+    unpredictable name, mode 0600), so a file or symlink planted in a shared directory is never
+    opened or followed; it is renamed over ``path`` only once every byte is on disk. On any
+    failure it is removed, the previous ``path`` is left as it was, and the ``OSError`` names
+    ``path``.
+    """
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot save {path}: {exc.strerror or exc}") from exc
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.chmod(tmp, 0o666 & ~_umask())  # the mode a plain open() would have given
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise OSError(
+                exc.errno,
+                f"could not save {path}: {exc.strerror or exc} (the previous file, if any, is "
+                "unchanged)",
+            ) from exc
+        raise
+
+
+def _umask() -> int:
+    try:  # Linux: read it without changing it (os.umask would, for a moment, in every thread)
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def read(
+    path, *, verify: bool = True, estimator: str = CLASSIFIER, known_params=None
+) -> tuple[dict, dict]:
     """Read an estimator written by :func:`save` as ``(params, fitted)``.
 
     ``BM3KLClassifier(**params)._set_fitted(**fitted)`` rebuilds it (that is
@@ -286,6 +361,9 @@ def read(path, *, verify: bool = True, estimator: str = CLASSIFIER) -> tuple[dic
     estimator : {"BM3KLClassifier", "BM3KLRegressor"}, default "BM3KLClassifier"
         The class the caller rebuilds; a file of the other class is refused (files written
         before regressors could be saved hold a classifier).
+    known_params : iterable of str, optional
+        The constructor parameters of that class; a file storing others (written by a newer
+        bayesmkl) is refused with a ``ValueError`` naming them.
 
     Returns
     -------
@@ -300,15 +378,26 @@ def read(path, *, verify: bool = True, estimator: str = CLASSIFIER) -> tuple[dic
         If ``path`` does not exist.
     ValueError
         If the file is not a saved bayesmkl model of class ``estimator``, is damaged (a
-        checksum differs or is missing from a format-2 file, a group or attribute is malformed)
-        or holds non-finite draws; the message names the file.
+        checksum differs or is missing, a group or attribute is malformed), was written in a
+        format or with parameters this version does not know, carries an attribute that would
+        make xarray rescale or re-type an array, or holds non-finite draws; the message names
+        the file.
+
+    Notes
+    -----
+    Arrays are read as stored: xarray's CF decoding (``scale_factor``/``add_offset``,
+    ``_FillValue`` masking, ``units`` as times) is off, and a file carrying such an attribute
+    (which :func:`save` never writes, and which the checksums do not cover) is refused. A file
+    without a checksum record loads only with ``verify=False``: a file written before format 2
+    and one whose checksums were deleted cannot be told apart.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such model file: {path}")
+    _check_file_format(path, FORMAT_VERSION)
     _verify_checksums(path, verify=verify)
     try:
-        with xr.open_datatree(path, engine="h5netcdf") as opened:
+        with _open_tree(path) as opened:
             tree = opened.load()
     except Exception as exc:  # a damaged file can fail in h5py, xarray or the decoders
         raise ValueError(f"{path} is not a readable netCDF file: {_one_line(exc)}") from exc
@@ -321,8 +410,24 @@ def read(path, *, verify: bool = True, estimator: str = CLASSIFIER) -> tuple[dic
         params, fitted = _from_tree(tree)
     except Exception as exc:  # missing groups, malformed JSON, wrong shapes
         raise ValueError(f"{path} is a damaged bayesmkl model file: {_one_line(exc)}") from exc
+    unknown = [] if known_params is None else sorted(set(params) - set(known_params))
+    if unknown:
+        raise ValueError(
+            f"{path} was written by a newer bayesmkl "
+            f"({tree.attrs.get('bayesmkl_version', 'unknown version')}): it stores the "
+            f"parameters {unknown}, which {estimator} of bayesmkl {_version()} does not have; "
+            "upgrade bayesmkl to load it"
+        )
     _refuse_nonfinite(fitted["posterior"], f"{path} cannot be used")
     return params, fitted
+
+
+def _open_tree(path):
+    """The file as stored: no CF rescaling, masking or time decoding (see :func:`read`)."""
+    return xr.open_datatree(
+        path, engine="h5netcdf", mask_and_scale=False, decode_times=False,
+        decode_timedelta=False,
+    )  # fmt: skip
 
 
 def _from_tree(tree) -> tuple[dict, dict]:
@@ -383,8 +488,9 @@ def saved_estimator(path) -> str:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such model file: {path}")
+    _check_file_format(path, FORMAT_VERSION)
     try:
-        with xr.open_datatree(path, engine="h5netcdf") as opened:
+        with _open_tree(path) as opened:
             attrs = dict(opened.attrs)
     except Exception as exc:  # a damaged file can fail in h5py, xarray or the decoders
         raise ValueError(f"{path} is not a readable netCDF file: {_one_line(exc)}") from exc

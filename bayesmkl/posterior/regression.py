@@ -38,6 +38,11 @@ QUANTILE_STEPS = 64
 _CHUNK_ENTRIES = 2_000_000
 
 
+#: Scales of y whose square float64 holds without underflow or overflow (the predictive
+#: variance is computed in units of y² inside this range, on the standardised scale outside it).
+_SQUARABLE = (1e-150, 1e150)
+
+
 def mixture_quantiles(mu, scale, c, eps, q) -> np.ndarray:
     """Quantiles of the equal-weight mixture over draws s of mu_s + scale·r, r ~ p(r | c_s, ε_s).
 
@@ -147,7 +152,10 @@ class RegressionPosteriorMixin(KernelDrawsMixin):
         function alone, without the noise.
         """
         check_is_fitted(self, "posterior_")
-        return self.y_mean_ + self.y_scale_ * self._standard_f(self._test_kernels(X))
+        F = self._standard_f(self._test_kernels(X))
+        with np.errstate(over="ignore", invalid="ignore"):  # the check below says it
+            mu = self.y_mean_ + self.y_scale_ * F
+        return check_predictions(mu, "function values (in units of y)")
 
     @with_x64
     def predict(self, X, return_std: bool = False):
@@ -167,11 +175,17 @@ class RegressionPosteriorMixin(KernelDrawsMixin):
             Only with ``return_std=True``.
         """
         mu = self.function_draws(X)
-        mean = mu.mean(axis=0)
-        if not return_std:
-            return mean
-        var = mu.var(axis=0) + self.y_scale_**2 * self._noise_var_draws().mean()
-        return mean, np.sqrt(var)
+        with np.errstate(over="ignore", invalid="ignore"):  # the checks below say it
+            mean = check_predictions(mu.mean(axis=0), "predictive means")
+            if not return_std:
+                return mean
+            noise = self._noise_var_draws().mean()
+            lo, hi = _SQUARABLE
+            if lo <= self.y_scale_ <= hi:
+                sd = np.sqrt(mu.var(axis=0) + self.y_scale_**2 * noise)
+            else:  # s_y² under/overflows (y scaled by 1e-200 gave sd 0): standardised units
+                sd = self.y_scale_ * np.sqrt((mu / self.y_scale_).var(axis=0) + noise)
+            return mean, check_predictions(sd, "predictive standard deviations")
 
     @with_x64
     def predict_quantiles(self, X, quantiles=(0.05, 0.5, 0.95)) -> np.ndarray:
