@@ -110,14 +110,15 @@ def markdown(store: UnitStore) -> str:
     rows = []
     for key, unit in store.units.items():
         r = dict(unit["result"])
-        rows.append({"unit": key, **r, "load": unit.get("loadavg")})
+        rows.append({"unit": key.replace(" | ", " "), **r, "load": unit.get("loadavg")})
     cols = ["unit", "device", "N", "P", "C", "fit_s", "compile_s", "sweep_ms", "train_acc",
             "skipped"]  # fmt: skip
     return (
         "# Exact BM3KL fits on the device JAX sees\n\n"
         "Fixed run length (warm-up + samples below), no calibration; `sweep_ms` is the time of "
         "one sweep of all chains after compilation. Written by `benchmarks/device.py`.\n\n"
-        f"Run: {store.config}\n\n" + md_table(rows, cols, {"sweep_ms": "{:.1f}"})
+        f"Run: {store.config}\n\n"
+        + md_table(rows, cols, {"sweep_ms": "{:.1f}", "train_acc": "{:.3f}"})
     )
 
 
