@@ -71,6 +71,7 @@ from bayesmkl.sampler import conditionals as cond
 __all__ = [
     "CAP_SLICE_NU",
     "collapsed_nu_step",
+    "collapsed_nu_step_tv",
     "log_nu_conditional",
     "loo_qr",
     "nu_scan",
@@ -270,27 +271,37 @@ def collapsed_nu_step(
     key, Kw, delta, lam, nu, hyper, nu_max=NU_MAX, weight=None, margin=None, *,
     return_capped=False,
 ):  # fmt: skip
-    """The collapsed TPBN block: ν | w, λ point by point, then ς | ν, then (a, b) | w, λ, ν.
+    """The collapsed TPBN block of the classifier: ν | w, λ point by point, then ς | ν, then
+    (a, b) | w, λ, ν.
 
     ``Kw: (N, N)``, ``delta, lam, nu: (C, N)``; ``hyper`` a
-    :class:`~bayesmkl.model.classification.Hyper`
-    of (possibly traced) values; ``nu_max`` the upper bound of ν; ``weight`` sample weights
-    ``(N,)`` or ``None`` and ``margin`` margins ``(C, N)`` or ``None`` (they only change the
-    pseudo-observations T, V: :func:`bayesmkl.model.likelihood.pseudo_observations`). Returns
-    ``(nu, varsigma, a, b)``, and with ``return_capped=True`` also :data:`CAP_SLICE_NU`
-    (int32) when a slice update hit its cap, else 0.
+    :class:`~bayesmkl.model.classification.Hyper` of (possibly traced) values; ``nu_max`` the
+    upper bound of ν; ``weight`` sample weights ``(N,)`` or ``None`` and ``margin`` margins
+    ``(C, N)`` or ``None`` (they only change the pseudo-observations T, V:
+    :func:`bayesmkl.model.likelihood.pseudo_observations`). Returns ``(nu, varsigma, a, b)``,
+    and with ``return_capped=True`` also :data:`CAP_SLICE_NU` (int32) when a slice update hit
+    its cap, else 0.
+    """
+    T, V = pseudo_observations(delta, lam, weight, margin)
+    out = collapsed_nu_step_tv(key, Kw, T, V, nu, hyper, nu_max)
+    return out if return_capped else out[:4]
+
+
+def collapsed_nu_step_tv(key, Kw, T, V, nu, hyper, nu_max=NU_MAX):
+    """The collapsed TPBN block for pseudo-targets ``T (C, N)`` with noise variances
+    ``V (C, N)`` (any likelihood that is Gaussian in f given its augmentation): ν | w, T, V point
+    by point (:func:`nu_scan`), then ς | ν, then (a, b) | w, T, V, ν. ``hyper`` needs
+    ``alpha_a, beta_a, kappa, bias_prior_var``. Returns ``(nu, varsigma, a, b, capped)`` with
+    ``capped`` :data:`CAP_SLICE_NU` (int32) when a slice update hit its cap, else 0.
     """
     k_nu, k_vs, k_ab = jax.random.split(key, 3)
-    C = delta.shape[0]
-    T, V = pseudo_observations(delta, lam, weight, margin)
+    C = T.shape[0]
     scan = lambda k, t, v, n: nu_scan(  # noqa: E731
         k, Kw, t, v, n, hyper.bias_prior_var, hyper.alpha_a, hyper.beta_a, hyper.kappa, nu_max,
         return_capped=True,
     )  # fmt: skip
     nu, capped = jax.vmap(scan)(jax.random.split(k_nu, C), T, V, nu)
     varsigma = cond.sample_varsigma(k_vs, nu, hyper.alpha_a, hyper.beta_a, hyper.kappa)
-    a, b = cond.sample_ab(k_ab, Kw, delta, lam, nu, hyper.bias_prior_var, weight, margin)
-    if not return_capped:
-        return nu, varsigma, a, b
+    a, b, _ = cond.sample_ab_tv(k_ab, Kw, T, V, nu, hyper.bias_prior_var)
     bits = jnp.where(jnp.any(capped), jnp.int32(CAP_SLICE_NU), jnp.int32(0))
     return nu, varsigma, a, b, bits
