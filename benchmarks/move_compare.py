@@ -26,7 +26,7 @@ from sklearn.datasets import load_breast_cancer
 
 from bayesmkl.config import x64_scope
 from bayesmkl.kernels.pool import KernelPool
-from bayesmkl.model.classification import signed_targets
+from bayesmkl.model.classification import Hyper, signed_targets
 from bayesmkl.sampler import BM3KL
 
 CONFIGS = {
@@ -104,7 +104,7 @@ def summarize(K, z, seconds):
 def run(kw, K, delta, warmup, samples, init_params=None, seed=0):
     """4 vectorized chains of one configuration; returns (row, samples grouped by chain)."""
     mcmc = MCMC(
-        BM3KL(**kw), num_warmup=warmup, num_samples=samples, num_chains=4,
+        BM3KL(*Hyper.paper(), **kw), num_warmup=warmup, num_samples=samples, num_chains=4,
         chain_method="vectorized", jit_model_args=True, progress_bar=False,
     )  # fmt: skip
     t, c = time.perf_counter(), time.process_time()

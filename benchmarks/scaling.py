@@ -42,7 +42,7 @@ N_SIZES = (100, 200, 400, 800)
 
 def time_sweep(N, P, C=1, reps=5, n_inner=5):
     K, delta = synthetic_kernels(P, N, C)
-    config = BM3KLConfig(hyper=Hyper(gamma0=100.0), move="stable", step_size=0.01,
+    config = BM3KLConfig(hyper=Hyper.paper(), move="stable", step_size=0.01,
                          n_leapfrog=10).validate()  # fmt: skip
     state = init_state(CLASSIFICATION, jax.random.key(0), K, delta, config).state
     sweep_pair = build_sweep(CLASSIFICATION, config, 0)

@@ -93,10 +93,12 @@ class BM3KL(BM3KLKernel):
     Parameters
     ----------
     eta, alpha_a, beta_a, kappa, bias_prior_var, gamma0 : float
-        Model hyper-parameters (:class:`bayesmkl.model.classification.Hyper`); ``eta`` may be a
-        vector (P,).
-    move : {"collapsed", "collapsed_log", "gibbs", "exact", "rmala", "paper", "stable"}
-        Kernel-weight move (:mod:`bayesmkl.sampler.moves`); "collapsed" is the default.
+        Model hyper-parameters (:class:`bayesmkl.model.classification.Hyper`; the defaults are
+        the estimator's default prior, ``Hyper.paper()`` the paper's); ``eta`` may be a vector
+        (P,).
+    move : {"collapsed_log", "collapsed", "gibbs", "exact", "rmala", "paper", "stable"}
+        Kernel-weight move (:mod:`bayesmkl.sampler.moves`); "collapsed_log" is the default, as
+        in :class:`~bayesmkl.BM3KLClassifier`.
     step_size, n_leapfrog, step_schedule, adapt_step_size, refresh_momentum, flip_momentum,
     scale_refresh, pairs_per_kernel, n_active, dense_mass, nu_update, nu_max
         See :class:`~bayesmkl.sampler.state.SweepConfig`.
@@ -127,7 +129,7 @@ class BM3KL(BM3KLKernel):
         bias_prior_var=_DEFAULT.bias_prior_var,
         gamma0=_DEFAULT.gamma0,
         *,
-        move="collapsed",
+        move="collapsed_log",
         step_size=0.01,
         n_leapfrog=10,
         step_schedule="constant",

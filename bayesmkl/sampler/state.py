@@ -109,7 +109,7 @@ class SweepConfig(NamedTuple):
     """
 
     hyper: Hyper = Hyper()
-    move: str = "collapsed"
+    move: str = "collapsed_log"
     step_size: float = 0.01
     n_leapfrog: int = 10
     step_schedule: str = "constant"

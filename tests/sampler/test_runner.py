@@ -20,7 +20,15 @@ def _problem():
 
 def test_chunks_give_numpyros_vectorized_draws_and_compile_once():
     K, delta = _problem()
-    kw = dict(gamma0=1.0, kappa=1.0, beta_a=1.0, bias_prior_var=1.0, adapt_sweeps=4)
+    kw = dict(
+        eta=1.0,
+        gamma0=1.0,
+        kappa=1.0,
+        beta_a=1.0,
+        bias_prior_var=1.0,
+        adapt_sweeps=4,
+        move="collapsed",
+    )
     mcmc = MCMC(BM3KL(**kw), num_warmup=4, num_samples=6, num_chains=3,
                 chain_method="vectorized", progress_bar=False, jit_model_args=True)  # fmt: skip
     mcmc.run(jax.random.key(5), K, delta, extra_fields=("diverging",))
@@ -61,7 +69,15 @@ def test_monitored_decision_values_are_the_monitors():
     p = make_problem(seed=4, N=12, C=3, P=3)
     K, delta = np.asarray(p["K"]), np.sign(np.asarray(p["delta"]))
     points = np.array([1, 5, 6, 11])  # a strict subset
-    kw = dict(gamma0=1.0, kappa=1.0, beta_a=1.0, bias_prior_var=1.0, adapt_sweeps=2)
+    kw = dict(
+        eta=1.0,
+        gamma0=1.0,
+        kappa=1.0,
+        beta_a=1.0,
+        bias_prior_var=1.0,
+        adapt_sweeps=2,
+        move="collapsed",
+    )
     run = ChainRunner(BM3KL(**kw), num_chains=2, num_samples=4, monitor_points=points)
     run.run(jax.random.key(1), K, delta)
     got = run.get_monitored()

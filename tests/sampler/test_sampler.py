@@ -437,11 +437,11 @@ def _run_all_gammas(K, delta, n_sweeps=1200, move="stable"):
     program. Returns ``e: (G, T, P)`` and ``finite: (G, T)``.
     """
     P = K.shape[0]
-    config = BM3KLConfig(hyper=Hyper(gamma0=ROBUST_GAMMAS[0]), move=move, step_size=0.01,
+    config = BM3KLConfig(hyper=Hyper.paper(gamma0=ROBUST_GAMMAS[0]), move=move, step_size=0.01,
                          n_leapfrog=10).validate()  # fmt: skip
     states = [
         init_state(CLASSIFICATION, jax.random.key(0), K, delta, config).state._replace(
-            hyper=hyper_arrays(Hyper(gamma0=g), P)
+            hyper=hyper_arrays(Hyper.paper(gamma0=g), P)
         )
         for g in ROBUST_GAMMAS
     ]
@@ -523,7 +523,7 @@ def test_chain_methods(chain_method):
         # "parallel" with a single CPU device: NumPyro warns and runs the chains sequentially
         warnings.simplefilter("ignore", UserWarning)
         mcmc = MCMC(
-            BM3KL(gamma0=2.0, move="stable", step_size=0.05),
+            BM3KL(*Hyper.paper(gamma0=2.0), move="stable", step_size=0.05),
             num_warmup=20, num_samples=30, num_chains=2, chain_method=chain_method,
             jit_model_args=True, progress_bar=False,
         )  # fmt: skip
