@@ -4,9 +4,8 @@
 :func:`~bayesmkl.sampler.runlength.sample_until_converged` uses (``num_samples``, ``run``,
 ``get_samples``, ``get_extra_fields``, ``post_warmup_state``, ``last_state``), for the default
 ``chain_method="vectorized"``. Why not ``MCMC`` itself: every ``MCMC.run`` call compiles its
-collection loop anew (measured: four 50-sweep calls of one fit, four backend compiles of
-``_fori_collect_loop`` of 17–22 s each), so a run cut into chunks — which the time budget and
-the progress bar need — paid a compile per chunk. Here one chunk is a pure function
+collection loop anew, so a run cut into chunks — which the time budget and the progress bar
+need — would pay a compile per chunk. Here one chunk is a pure function
 
     ``chunk(state, K, targets, weight, margin) -> (state, draws)``: ``lax.scan`` of
     ``num_samples`` vmapped sweeps of :func:`~bayesmkl.sampler.sweep.build_sweep`,

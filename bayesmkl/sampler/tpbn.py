@@ -1,4 +1,4 @@
-"""Collapsed update of the TPBN local scales ν with a, b and ς integrated out (issue 9).
+"""Collapsed update of the TPBN local scales ν with a, b and ς integrated out.
 
 Why: the plain TPBN Gibbs pair ν | a, ς and ς | ν moves log ν by O(1) per sweep. With the
 paper's κ = 1e-10 the scale of an unused point sits near 1e-10 and that of a used one near
@@ -49,15 +49,6 @@ conditional, so the draws of a, b inside the block and of ς_ci until the end ca
 (trimmed) without changing the transition: the block is a valid Gibbs step of the joint and
 leaves the posterior invariant. It conditions only on (w, λ), so it may follow any step of the
 sweep. Any α_a > 0 works (no IG shortcut needed).
-
-Measured (breast cancer, bsvm16, paper hyper-parameters, 4 chains × (200 + 400) sweeps with the
-collapsed w-move; benchmarks/results/move_compare.md): ESS of Σ log ν 14.5 → 155, median ESS
-of log ν_i 18 → 852, min/median ESS of w 10 → 33 / 259 → 241, 5% quantile / median ESS of the
-held-in f 8.6 → 44 / 33 → 232, at 2.1× the CPU time per sweep. The worst f_i stays slow (ESS
-≈ 8): there the chains sit in two states — a support vector (ν_i ≈ e³, λ_i ≈ 0.02, f_i near
-the margin) or pruned and misclassified (ν_i ≈ e⁻¹⁵, λ_i ≈ 0.1) — and the switch appears to
-need a joint move of (λ_i, ν_i), which single-site updates of either make rarely. Not the
-default for that reason and for its cost.
 """
 
 from __future__ import annotations
@@ -93,7 +84,7 @@ SLICE_MAX_STEPS = 64
 SLICE_MAX_SHRINK = 200
 #: Relative width under which a bracket counts as collapsed onto x0 (64 ulps of 1).
 _ROUNDING_WIDTH = 64 * 2.0**-52
-#: Bit of the sweep's ``capped`` flag (``BM3KLState.capped``) set when a slice update of ν
+#: Bit of the sweep's ``capped`` flag (``State.capped``) set when a slice update of ν
 #: stopped at ``SLICE_MAX_SHRINK`` (the bits of :mod:`~bayesmkl.sampler.simplex` are 1 and 2).
 CAP_SLICE_NU = 4
 
