@@ -33,7 +33,7 @@ from sweep_floor import (  # noqa: E402
 )
 
 from bayesmkl.model.classification import Hyper  # noqa: E402
-from bayesmkl.sampler import BM3KLConfig, build_sweep, init_state  # noqa: E402
+from bayesmkl.sampler import SweepConfig, build_sweep, init_state  # noqa: E402
 from bayesmkl.sampler.sampler import CLASSIFICATION  # noqa: E402
 
 P_SIZES = (800, 2000, 8000)
@@ -42,7 +42,7 @@ N_SIZES = (100, 200, 400, 800)
 
 def time_sweep(N, P, C=1, reps=5, n_inner=5):
     K, delta = synthetic_kernels(P, N, C)
-    config = BM3KLConfig(hyper=Hyper.paper(), move="stable", step_size=0.01,
+    config = SweepConfig(hyper=Hyper.paper(), move="stable", step_size=0.01,
                          n_leapfrog=10).validate()  # fmt: skip
     state = init_state(CLASSIFICATION, jax.random.key(0), K, delta, config).state
     sweep_pair = build_sweep(CLASSIFICATION, config, 0)

@@ -199,7 +199,7 @@ def bound_seconds(ops, bw, peak64, peak32):
 
 def time_shape(N, P, C, bw, peak64, peak32, reps, cache_bytes):
     from bayesmkl.model.classification import Hyper, combine_kernels, decision_values
-    from bayesmkl.sampler import BM3KLConfig, build_sweep, init_state
+    from bayesmkl.sampler import SweepConfig, build_sweep, init_state
     from bayesmkl.sampler import conditionals as cond
     from bayesmkl.sampler.sampler import CLASSIFICATION
 
@@ -207,7 +207,7 @@ def time_shape(N, P, C, bw, peak64, peak32, reps, cache_bytes):
     rss0 = current_rss_gib()
     K, delta = synthetic_kernels(P, N, C, dtype=dtype)
     del_rss_k = current_rss_gib() - rss0
-    config = BM3KLConfig(hyper=Hyper.paper(), move="stable", step_size=0.01,
+    config = SweepConfig(hyper=Hyper.paper(), move="stable", step_size=0.01,
                          n_leapfrog=L_STEPS).validate()  # fmt: skip
     state = init_state(CLASSIFICATION, jax.random.key(0), K, delta, config).state
     sweep_pair = build_sweep(CLASSIFICATION, config, 0)

@@ -5,23 +5,13 @@ from bayesmkl.sampler.kernel import BM3KLKernel
 from bayesmkl.sampler.moves import MOVES
 from bayesmkl.sampler.regression import BM3KLReg, Regression
 from bayesmkl.sampler.sampler import BM3KL, Classification
-from bayesmkl.sampler.state import (
-    BM3KLConfig,
-    BM3KLState,
-    ChainState,
-    Info,
-    State,
-    SweepConfig,
-    init_state,
-)
+from bayesmkl.sampler.state import ChainState, Info, State, SweepConfig, init_state
 from bayesmkl.sampler.sweep import build_sweep
 
 __all__ = [
     "BM3KL",
-    "BM3KLConfig",
     "BM3KLKernel",
     "BM3KLReg",
-    "BM3KLState",
     "MOVES",
     "ChainState",
     "Classification",

@@ -43,7 +43,7 @@ from bayesmkl.sampler import collapsed as coll
 from bayesmkl.sampler import conditionals as cond
 from bayesmkl.sampler.moves import exact_hmc_move
 from bayesmkl.sampler.sampler import CLASSIFICATION
-from bayesmkl.sampler.state import BM3KLConfig, hyper_arrays
+from bayesmkl.sampler.state import SweepConfig, hyper_arrays
 
 Z = 4.5  # z-score tolerance for MCSE-based comparisons
 
@@ -388,7 +388,7 @@ def test_prior_only_sweep_reproduces_prior(move):
     P, N = 2, 5
     K = jnp.zeros((P, N, N))
     delta = jnp.asarray(PRIOR_DELTA)
-    config = BM3KLConfig(hyper=h, move=move, step_size=0.02 if move == "stable" else 0.2,
+    config = SweepConfig(hyper=h, move=move, step_size=0.02 if move == "stable" else 0.2,
                          n_leapfrog=8, adapt_step_size=False).validate()  # fmt: skip
     n_chains, n_sweeps = 1000, 60
     k_init, k_run, k_ref = jax.random.split(jax.random.key(3), 3)
@@ -437,7 +437,7 @@ def _run_all_gammas(K, delta, n_sweeps=1200, move="stable"):
     program. Returns ``e: (G, T, P)`` and ``finite: (G, T)``.
     """
     P = K.shape[0]
-    config = BM3KLConfig(hyper=Hyper.paper(gamma0=ROBUST_GAMMAS[0]), move=move, step_size=0.01,
+    config = SweepConfig(hyper=Hyper.paper(gamma0=ROBUST_GAMMAS[0]), move=move, step_size=0.01,
                          n_leapfrog=10).validate()  # fmt: skip
     states = [
         init_state(CLASSIFICATION, jax.random.key(0), K, delta, config).state._replace(
