@@ -32,7 +32,7 @@ import _common  # noqa: E402, F401  (sets $BAYESMKL_DATA to the shared data when
 from bayesmkl.config import x64_scope
 from bayesmkl.datasets import find_uci_dir, load_uci
 from bayesmkl.kernels.pool import KernelPool
-from bayesmkl.model.classification import combine_kernels, decision_values, signed_targets
+from bayesmkl.model.classification import Hyper, combine_kernels, decision_values, signed_targets
 from bayesmkl.model.likelihood import log_pseudo_likelihood
 from bayesmkl.sampler import BM3KL
 
@@ -58,8 +58,8 @@ def log_lik_trace(samples, K, delta):
 
 def run(move, K, delta, warmup, samples):
     mcmc = MCMC(
-        BM3KL(gamma0=GAMMA0, move=move), num_warmup=warmup, num_samples=samples, num_chains=4,
-        chain_method="vectorized", jit_model_args=True, progress_bar=False,
+        BM3KL(*Hyper.paper(gamma0=GAMMA0), move=move), num_warmup=warmup, num_samples=samples,
+        num_chains=4, chain_method="vectorized", jit_model_args=True, progress_bar=False,
     )  # fmt: skip
     t = time.perf_counter()
     mcmc.run(jax.random.key(1), K, delta)

@@ -167,7 +167,7 @@ def main(argv=None):
     ap.add_argument("--name", default=None)
     args = ap.parse_args(argv)
     name = args.name or ("mixing_moderate" if args.moderate else "mixing")
-    hyper = Hyper(beta_a=1.0, kappa=1.0, gamma0=100.0) if args.moderate else Hyper(gamma0=100.0)
+    hyper = Hyper.paper(beta_a=1.0, kappa=1.0) if args.moderate else Hyper.paper()
     n_chains = args.chains
     gw, gs = (300, 1000) if args.quick else (500, 3000)
     nw, ns = (150, 150) if args.quick else (300, 400)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from functools import partial
 from pathlib import Path
 
 import jax
@@ -34,7 +33,8 @@ from _common import (  # noqa: E402
 )
 
 from bayesmkl.model.classification import Hyper  # noqa: E402
-from bayesmkl.sampler.sampler import BM3KLConfig, init_state, sweep  # noqa: E402
+from bayesmkl.sampler import SweepConfig, build_sweep, init_state  # noqa: E402
+from bayesmkl.sampler.sampler import CLASSIFICATION  # noqa: E402
 
 # the benchmark calls the low-level sampler outside the package's 64-bit scope
 jax.config.update("jax_enable_x64", True)
@@ -45,16 +45,21 @@ N_SIZES = (100, 200, 400, 800)
 
 def time_sweep(N, P, C=1, reps=5, n_inner=5):
     K, delta = synthetic_kernels(P, N, C)
-    config = BM3KLConfig(hyper=Hyper(gamma0=100.0), move="stable", step_size=0.01,
+    config = SweepConfig(hyper=Hyper.paper(), move="stable", step_size=0.01,
                          n_leapfrog=10).validate()  # fmt: skip
-    state = init_state(jax.random.key(0), K, delta, config)
-    one = jax.jit(partial(sweep, config=config, num_warmup=0))
+    state = init_state(CLASSIFICATION, jax.random.key(0), K, delta, config).state
+    sweep_pair = build_sweep(CLASSIFICATION, config, 0)
+
+    def sweep(state, K, delta):
+        return sweep_pair(state, K, delta)[0]
+
+    one = jax.jit(sweep)
     for _ in range(2):
         state = one(state, K, delta)
 
     @jax.jit
     def many(state, K, delta):
-        return jax.lax.fori_loop(0, n_inner, lambda i, s: sweep(s, K, delta, config, 0), state)
+        return jax.lax.fori_loop(0, n_inner, lambda i, s: sweep(s, K, delta), state)
 
     comp, many_c = compile_time(many, state, K, delta)
     t, t_med = best_time(many_c, state, K, delta, reps=reps)

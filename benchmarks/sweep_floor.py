@@ -107,18 +107,24 @@ def bound_seconds(ops, bw, peak64, peak32):
 
 def time_shape(N, P, C, bw, peak64, peak32, reps, cache_bytes):
     from bayesmkl.model.classification import Hyper, combine_kernels, decision_values
+    from bayesmkl.sampler import SweepConfig, build_sweep, init_state
     from bayesmkl.sampler import conditionals as cond
-    from bayesmkl.sampler.sampler import BM3KLConfig, init_state, sweep
+    from bayesmkl.sampler.sampler import CLASSIFICATION
 
     dtype = np.float32 if P * N * N * 8 > 1.5 * 2**30 else np.float64
     rss0 = current_rss_gib()
     K, delta = synthetic_kernels(P, N, C, dtype=dtype)
     del_rss_k = current_rss_gib() - rss0
-    config = BM3KLConfig(hyper=Hyper(gamma0=100.0), move="stable", step_size=0.01,
+    config = SweepConfig(hyper=Hyper.paper(), move="stable", step_size=0.01,
                          n_leapfrog=L_STEPS).validate()  # fmt: skip
-    state = init_state(jax.random.key(0), K, delta, config)
+    state = init_state(CLASSIFICATION, jax.random.key(0), K, delta, config).state
+    sweep_pair = build_sweep(CLASSIFICATION, config, 0)
+
+    def sweep(state, K, delta):
+        return sweep_pair(state, K, delta)[0]
+
     # a realistic state: a few sweeps from the start
-    one = jax.jit(partial(sweep, config=config, num_warmup=0))
+    one = jax.jit(sweep)
     t_compile, one_c = compile_time(one, state, K, delta)
     for _ in range(3):
         state = one_c(state, K, delta)
@@ -128,7 +134,7 @@ def time_shape(N, P, C, bw, peak64, peak32, reps, cache_bytes):
 
     @jax.jit
     def many(state, K, delta):
-        return jax.lax.fori_loop(0, n_inner, lambda i, s: sweep(s, K, delta, config, 0), state)
+        return jax.lax.fori_loop(0, n_inner, lambda i, s: sweep(s, K, delta), state)
 
     t_compile_loop, many_c = compile_time(many, state, K, delta)
     t_many, t_many_med = best_time(many_c, state, K, delta, reps=reps)

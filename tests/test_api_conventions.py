@@ -55,22 +55,23 @@ def _defaults(fn):
 
 
 def test_hyper_parameter_defaults_agree_everywhere():
-    """The model's hyper-parameters are written out in the signatures of the MAP baseline and the
-    NumPyro kernel (the paper's, ``Hyper``'s), and in the classifier's and the CLI's as ``None``,
-    which means the named ``prior``'s value (``PRIORS``); the CLI (which must not import JAX to
-    build its parser) names the same priors and offers every hyper-parameter."""
+    """The model's hyper-parameters are written out in the signatures of the NumPyro kernel
+    (``Hyper``'s, the default prior) and the MAP baseline (the paper's, ``Hyper.paper()``), and in
+    the classifier's and the CLI's as ``None``, which means the named ``prior``'s value
+    (``PRIORS``); the CLI (which must not import JAX to build its parser) names the same priors
+    and offers every hyper-parameter."""
     from bayesmkl.cli.parser import HYPER_OPTIONS, PRIOR_NAMES, build_parser
     from bayesmkl.estimators._fitting import resolve_hyper
     from bayesmkl.model.classification import PRIORS, Hyper
     from bayesmkl.sampler.sampler import BM3KL
 
     hyper = Hyper()._asdict()
-    assert PRIORS["paper"] == Hyper()
+    assert PRIORS["default"] == Hyper() and PRIORS["paper"] == Hyper.paper()
     assert {name for name, _ in HYPER_OPTIONS} == set(hyper)
     assert PRIOR_NAMES == tuple(PRIORS) and PRIOR_NAMES[0] == "default"
-    for fn in (baselines.BM3KLMAP, BM3KL.__init__):
+    for fn, want in ((baselines.BM3KLMAP, Hyper.paper()._asdict()), (BM3KL.__init__, hyper)):
         defaults = _defaults(fn)
-        assert {name: defaults[name] for name in hyper} == hyper, fn
+        assert {name: defaults[name] for name in hyper} == want, fn
     defaults = _defaults(bayesmkl.BM3KLClassifier)
     assert defaults["prior"] == "default" and all(defaults[name] is None for name in hyper)
     args = build_parser().parse_args(["fit", "x.csv", "--out", "m.nc"])
@@ -78,7 +79,7 @@ def test_hyper_parameter_defaults_agree_everywhere():
     # resolution: the preset, with the user's own values on top
     assert resolve_hyper(bayesmkl.BM3KLClassifier()) == PRIORS["default"]
     clf = bayesmkl.BM3KLClassifier(prior="paper", gamma0=5.0)
-    assert resolve_hyper(clf) == Hyper(gamma0=5.0)
+    assert resolve_hyper(clf) == Hyper.paper(gamma0=5.0)
 
 
 def _sub_parsers():

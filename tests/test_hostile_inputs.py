@@ -126,12 +126,13 @@ def test_sampler_with_tiny_eta_ends():
         import jax, numpy as np
         jax.config.update("jax_enable_x64", True)
         from numpyro.infer import MCMC
+        from bayesmkl.model.classification import Hyper
         from bayesmkl.sampler.sampler import BM3KL
         rng = np.random.default_rng(0)
         X = rng.normal(size=(30, 2))
         K = np.stack([X @ X.T, np.exp(-((X[:, None] - X[None]) ** 2).sum(-1))])
         delta = np.where(X[:, :1].T > 0, 1.0, -1.0)
-        mcmc = MCMC(BM3KL(eta=1e-6, move="gibbs"), num_warmup=3, num_samples=3,
+        mcmc = MCMC(BM3KL(*Hyper.paper(eta=1e-6), move="gibbs"), num_warmup=3, num_samples=3,
                     progress_bar=False, jit_model_args=True)
         mcmc.run(jax.random.key(0), K, delta)
         w = np.asarray(mcmc.get_samples()["w"])

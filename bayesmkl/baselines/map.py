@@ -156,7 +156,7 @@ class BM3KLMAP(MKLClassifierBase):
     """
 
     _param_defaults = dict(
-        kernels="bsvm16", **Hyper()._asdict(), binary_mode="single", max_iter=200, tol=1e-7,
+        kernels="bsvm16", **Hyper.paper()._asdict(), binary_mode="single", max_iter=200, tol=1e-7,
         n_grid=400, max_time=None, class_weight=None, kernel_names=None,
     )  # fmt: skip
 

@@ -3,10 +3,10 @@
 :class:`~bayesmkl.BM3KLClassifier` and the ``bayesmkl`` command refuse values outside these
 closed intervals at ``fit`` (:func:`bayesmkl.estimators._validation.check_hyper`, with the shared
 wording);
-outside them a fit hung (issue 22) or ends in a ``SamplerDivergenceError``. This module imports
+outside them a fit may hang or end in a ``SamplerDivergenceError``. This module imports
 nothing, so the command line can show the ranges in its help without importing JAX.
 
-How the bounds were found (issue 22): the jitted sweep on a small problem (N = 30; P = 2, 3 and
+How the bounds were found: the jitted sweep on a small problem (N = 30; P = 2, 3 and
 16 kernels) with one hyper-parameter at a time set to 1e-300, 1e-280, …, 1e300 (then finer
 near the edges) and the others at the defaults, for the moves "collapsed" (the default),
 "gibbs" and "exact" and both ν updates, 4-32 chains of 200-2000 sweeps each. A run *fails* when a

@@ -34,26 +34,39 @@ from bayesmkl.model.likelihood import log_augmented_likelihood, log_pseudo_likel
 
 
 class Hyper(NamedTuple):
-    """BM3KL hyper-parameters (paper symbols; defaults are the paper's, docs/math.md §7.1).
+    """BM3KL hyper-parameters (paper symbols). The defaults are the package's default prior
+    (``PRIORS["default"]``, what :class:`~bayesmkl.BM3KLClassifier` samples by default);
+    :meth:`paper` gives the paper's values (docs/math.md §7.1).
 
     Attributes
     ----------
     eta : float or array (P,)
-        Dirichlet concentration η (paper: 1).
+        Dirichlet concentration η (default 2; paper: 1).
     alpha_a, beta_a, kappa : float
-        TPBN parameters α_a (paper: 1), β_a (paper: 0.1 … 3), κ (paper: 1e-10).
+        TPBN parameters α_a (default 1; paper: 1), β_a (default 1; paper: 0.1 … 3), κ (default
+        1; paper: 1e-10).
     bias_prior_var : float
-        τ, the prior *variance* of each bias (paper: 1e-4; docs/math.md §2.3 on this reading).
+        τ, the prior *variance* of each bias (default 1; paper: 1e-4; docs/math.md §2.3 on this
+        reading).
     gamma0 : float
-        Rate of the Exp(γ0) prior on λ; 0 gives the flat prior and the hinge likelihood L.
+        Rate of the Exp(γ0) prior on λ (default 1; paper: 100); 0 gives the flat prior and the
+        hinge likelihood L.
     """
 
-    eta: float = 1.0
+    eta: float = 2.0
     alpha_a: float = 1.0
-    beta_a: float = 0.1
-    kappa: float = 1e-10
-    bias_prior_var: float = 1e-4
-    gamma0: float = 100.0
+    beta_a: float = 1.0
+    kappa: float = 1.0
+    bias_prior_var: float = 1.0
+    gamma0: float = 1.0
+
+    @classmethod
+    def paper(cls, **changes) -> Hyper:
+        """The paper's hyper-parameters (Table 2: η = 1, α_a = 1, β_a = 0.1, κ = 1e-10,
+        τ = 1e-4, γ0 = 100), with ``changes`` on top."""
+        values = dict(eta=1.0, alpha_a=1.0, beta_a=0.1, kappa=1e-10, bias_prior_var=1e-4,
+                      gamma0=100.0)  # fmt: skip
+        return cls(**{**values, **changes})
 
 
 def combine_kernels(K, w):
@@ -84,16 +97,13 @@ DEFAULT_HYPER = Hyper()
 
 #: Named priors of :class:`~bayesmkl.BM3KLClassifier` (``prior=``). ``"paper"``: the paper's
 #: hyper-parameters (Table 2), a near spike-and-slab over the support vectors whose posterior no
-#: exact sampler we have mixes in a user's time (``benchmarks/results/prior_study.md``).
-#: ``"default"``: the prior chosen by that study: a Dirichlet(2) on the kernel weights (away
-#: from the simplex's edges, where neighbouring Gaussian widths trade weight along a ridge), a
-#: TPBN with κ = β_a = 1 (heavy-tailed, not spiky), a unit-variance bias prior (so that the bias,
-#: not a near-constant kernel, carries the offset) and γ0 = 1 (a Laplace of scale ≈ 0.6 around
-#: the margin instead of ≈ 0.07).
-PRIORS = {
-    "default": Hyper(eta=2.0, alpha_a=1.0, beta_a=1.0, kappa=1.0, bias_prior_var=1.0, gamma0=1.0),
-    "paper": Hyper(),
-}
+#: exact sampler of the package mixes in a user's time. ``"default"`` (:class:`Hyper`'s
+#: defaults): a Dirichlet(2) on the kernel weights (away from the simplex's edges, where
+#: neighbouring Gaussian widths trade weight along a ridge), a TPBN with κ = β_a = 1
+#: (heavy-tailed, not spiky), a unit-variance bias prior (so that the bias, not a near-constant
+#: kernel, carries the offset) and γ0 = 1 (a Laplace of scale ≈ 0.6 around the margin instead
+#: of ≈ 0.07).
+PRIORS = {"default": Hyper(), "paper": Hyper.paper()}
 
 #: Docstring entries of the model's data arguments (``{{K_delta}}``, see :mod:`bayesmkl._docs`).
 DATA_DOCS = {

@@ -1,9 +1,27 @@
-"""BM3KL inference: pure conditional samplers, kernel-weight moves and the MCMC kernel."""
+"""BM3KL inference: pure conditional samplers and steps, one sweep for both models, its NumPyro
+kernel adapter, the chunked chain runner and the NUTS reference samplers."""
 
+from bayesmkl.sampler.kernel import BM3KLKernel
 from bayesmkl.sampler.moves import MOVES
-from bayesmkl.sampler.sampler import BM3KL, BM3KLConfig, BM3KLState, init_state, sweep
+from bayesmkl.sampler.regression import BM3KLReg, Regression
+from bayesmkl.sampler.sampler import BM3KL, Classification
+from bayesmkl.sampler.state import ChainState, Info, State, SweepConfig, init_state
+from bayesmkl.sampler.sweep import build_sweep
 
-__all__ = ["BM3KL", "BM3KLConfig", "BM3KLState", "MOVES", "init_state", "sweep"]
+__all__ = [
+    "BM3KL",
+    "BM3KLKernel",
+    "BM3KLReg",
+    "MOVES",
+    "ChainState",
+    "Classification",
+    "Info",
+    "Regression",
+    "State",
+    "SweepConfig",
+    "build_sweep",
+    "init_state",
+]
 from bayesmkl.sampler.reference import (
     make_gibbs_fn,
     marginal_model,

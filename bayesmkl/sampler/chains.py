@@ -5,21 +5,17 @@ sampler its draws are not those of ``"sequential"`` for the same keys: XLA compi
 program replicated over several devices differently from the single-device one, the two
 differ in the last bits of some sweeps' arithmetic, and the Gibbs chain (slice sampling,
 Metropolis accept/reject) turns a last-bit difference into different draws within a few
-sweeps (measured: the first differences of ~1e-13 appear after 1-3 sweeps, after 5 the
-chains are unrelated). ``"vectorized"`` (:func:`jax.vmap`) differs from both for the same
+sweeps. ``"vectorized"`` (:func:`jax.vmap`) differs from both for the same
 reason (batched linear algebra rounds differently).
 
 :class:`DeviceChains` is a NumPyro ``chain_method`` callable that instead compiles the
 single-chain program of ``"sequential"`` once per device and runs chain ``i`` on device
 ``i mod D``, one host thread per device. Each chain then executes the program it runs under
-``"sequential"``, so the draws agree with those of ``"sequential"`` to rounding (bitwise on the
-JAX this was written for; on the pinned jaxlib 0.12.0.1 the host devices round the last bits
-differently, ~3e-12 after 8 sweeps in ``tests/estimators/test_chains.py``, which a long Gibbs chain
-may
-amplify into different, equally valid draws), and D devices run D chains at a
-time (more chains than devices run in rounds). Host CPU devices come from
-``XLA_FLAGS=--xla_force_host_platform_device_count=D``, set before JAX is imported; on a GPU
-machine each GPU is a device.
+``"sequential"``, so the draws agree with those of ``"sequential"`` to rounding (host devices
+may round the last bits differently, which a long Gibbs chain may amplify into different,
+equally valid draws), and D devices run D chains at a time (more chains than devices run in
+rounds). Host CPU devices come from ``XLA_FLAGS=--xla_force_host_platform_device_count=D``,
+set before JAX is imported; on a GPU machine each GPU is a device.
 """
 
 from __future__ import annotations

@@ -22,11 +22,9 @@ name          transition                                                        
               e ≥ 1e-12·S; the sweep adds the scale refresh (docs/math.md §4.3)
 ============  ==================================================================  ==========
 
-Measured bias of "stable" at ε = 0.01 (breast cancer, 16 kernels, one frozen (a, b, λ)
-state): mean potential 10,951 against 363 for NUTS; it matches only near ε = 0.001, where it
-mixes no better than the exact moves. It is kept for reproducing the first release, not as a
-default. Step sizes of the MH moves are tuned during warm-up by dual averaging (Hoffman &
-Gelman 2014), towards ``MoveSpec.target_accept``.
+The SGRHMC moves ("paper", "stable") are biased by O(ε) and are there to reproduce the
+paper's transition, not as defaults. Step sizes of the MH moves are tuned during warm-up by
+dual averaging (Hoffman & Gelman 2014), towards ``MoveSpec.target_accept``.
 """
 
 from __future__ import annotations

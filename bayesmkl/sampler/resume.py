@@ -48,7 +48,7 @@ class ResumePoint(NamedTuple):
 
     Attributes
     ----------
-    state : BM3KLState with NumPy leaves
+    state : ChainState with NumPy leaves
         Last MCMC state, with a leading chain axis; ``rng_key`` holds the raw key data.
     key_impl : object
         PRNG implementation of the keys (``jax.random.key_impl``).

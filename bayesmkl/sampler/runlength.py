@@ -269,6 +269,8 @@ def sample_until_converged(
         Draws and extra fields, thinned by ``report.thinning``.
     report : RunReport
     """
+    from bayesmkl.sampler.runner import ChainRunner  # JAX only when a run starts
+
     chunk = int(mcmc.num_samples)
     check_every = chunk if check_every is None else max(int(check_every), chunk)
     t0, c0 = time.perf_counter(), compile_clock()
@@ -298,7 +300,7 @@ def sample_until_converged(
             s = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
             x = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
             # a runner that returns the monitored quantities itself spares the monitor's work
-            m = getattr(mcmc, "get_monitored", lambda: None)()
+            m = mcmc.get_monitored() if isinstance(mcmc, ChainRunner) else None
             mcmc.post_warmup_state = mcmc.last_state
             key = mcmc.post_warmup_state.rng_key
             pace = (time.perf_counter() - t_chunk) - (compile_clock() - c_chunk)

@@ -4,19 +4,19 @@
 :func:`~bayesmkl.sampler.runlength.sample_until_converged` uses (``num_samples``, ``run``,
 ``get_samples``, ``get_extra_fields``, ``post_warmup_state``, ``last_state``), for the default
 ``chain_method="vectorized"``. Why not ``MCMC`` itself: every ``MCMC.run`` call compiles its
-collection loop anew (measured: four 50-sweep calls of one fit, four backend compiles of
-``_fori_collect_loop`` of 17–22 s each), so a run cut into chunks — which the time budget and
-the progress bar need — paid a compile per chunk. Here one chunk is a pure function
+collection loop anew, so a run cut into chunks — which the time budget and the progress bar
+need — would pay a compile per chunk. Here one chunk is a pure function
 
-    ``chunk(state, K, delta, weight, margin) -> (state, draws)``: ``lax.scan`` of ``num_samples``
-    vmapped :func:`~bayesmkl.sampler.sampler.sweep` calls,
+    ``chunk(state, K, targets, weight, margin) -> (state, draws)``: ``lax.scan`` of
+    ``num_samples`` vmapped sweeps of :func:`~bayesmkl.sampler.sweep.build_sweep`,
 
-jitted once per (sampler configuration, warm-up length, chunk length, collected fields) and kept
+jitted once per (likelihood, sweep configuration, warm-up length, chunk length, collected
+fields) and kept
 in a small module-level cache, so every chunk of a run and every later fit with the same
 configuration reuse it (a new data shape compiles again, or loads from JAX's persistent cache).
 The chains, their keys and their draws are those of ``MCMC(..., chain_method="vectorized")``:
-the same :meth:`BM3KL.init <bayesmkl.sampler.sampler.BM3KL.init>` on the same split keys, then
-the same sweeps.
+the same :meth:`BM3KLKernel.init <bayesmkl.sampler.kernel.BM3KLKernel.init>` on the same
+split keys, then the same sweeps.
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesmkl.sampler.sampler import BM3KL, _unpack_args, sweep_with_decisions
+from bayesmkl.sampler.kernel import BM3KLKernel, unpack_args
+from bayesmkl.sampler.state import ChainState
+from bayesmkl.sampler.sweep import build_sweep
 
 __all__ = ["ChainRunner", "MAX_HELD_SHAPES", "clear_chunk_cache", "hold_programs_for",
            "release_compiled_programs"]  # fmt: skip
@@ -59,11 +61,8 @@ def release_compiled_programs() -> None:
 
     On glibc it also fixes ``M_MMAP_THRESHOLD`` at 1 MiB (once; glibc otherwise raises it as
     large blocks are freed), so that later arrays of 1 MiB or more are mapped and unmapped
-    on their own instead of fragmenting the heap. Measured (``benchmarks/many_fits.py``,
-    distinct N rising from 100): with ``malloc_trim`` alone the resident memory's peak rose
-    from 913 MB to about 1,250 MB over 200 fits, with N falling it stayed flat, and with the
-    fixed threshold it stayed within 0.1% over 68 rising fits. Only a process that fits more
-    than :data:`MAX_HELD_SHAPES` data shapes gets here.
+    on their own instead of fragmenting the heap. Only a process that fits more than
+    :data:`MAX_HELD_SHAPES` data shapes gets here.
     """
     clear_chunk_cache()
     jax.clear_caches()
@@ -104,23 +103,22 @@ def hold_programs_for(shape) -> bool:
     return released
 
 
-def _chunk_fn(config, num_warmup: int, length: int, fields: tuple, monitors: bool,
-              sweep_fn=sweep_with_decisions):  # fmt: skip
-    key = (sweep_fn, config, int(num_warmup), int(length), tuple(fields), bool(monitors))
+def _chunk_fn(likelihood, config, num_warmup: int, length: int, fields: tuple, monitors: bool):
+    key = (likelihood, config, int(num_warmup), int(length), tuple(fields), bool(monitors))
     fn = _CHUNKS.pop(key, None)
     if fn is None:
+        sweep = build_sweep(likelihood, config, num_warmup)
 
-        def one(state, K, delta, weight, margin):
-            extra = () if margin is None else (margin,)  # a kernel without margins takes none
-            return sweep_fn(state, K, delta, config, num_warmup, weight, *extra)
+        def one(chain_state, K, targets, weight, margin):
+            return ChainState.join(*sweep(chain_state.state, K, targets, weight, margin))
 
         vsweep = jax.vmap(one, in_axes=(0, None, None, None, None))
 
-        def run(state, K, delta, weight, margin, points):
+        def run(state, K, targets, weight, margin, points):
             def body(s, _):
-                s, f = vsweep(s, K, delta, weight, margin)  # f: (chains, C, N)
+                s = vsweep(s, K, targets, weight, margin)  # s.f: (chains, C, N)
                 # the monitored points, point-major: (chains, n·C), as run_monitor orders them
-                f_mon = jnp.swapaxes(jnp.take(f, points, axis=2), 1, 2).reshape(f.shape[0], -1)
+                f_mon = jnp.swapaxes(jnp.take(s.f, points, axis=2), 1, 2).reshape(s.f.shape[0], -1)
                 return s, (s.z, tuple(getattr(s, n) for n in fields), f_mon if monitors else ())
 
             return jax.lax.scan(body, state, None, length=length)
@@ -142,9 +140,8 @@ class ChainRunner:
 
     Parameters
     ----------
-    kernel : BM3KL
-        The sampler (or another kernel with ``config``, ``init``, ``adapt_sweeps``, a pure
-        ``sweep_with_decisions`` and ``monitored_sites``, such as the regressor's
+    kernel : BM3KLKernel
+        The sampler of either model (:class:`~bayesmkl.sampler.sampler.BM3KL`,
         :class:`~bayesmkl.sampler.regression.BM3KLReg`); its ``adapt_sweeps`` (default 0) is
         the warm-up length of the chains' step-size and mass adaptation. Every sweep is
         returned: discarding the warm-up is the caller's
@@ -155,12 +152,12 @@ class ChainRunner:
         compiles once more).
     monitor_points : array of int, optional
         Training points whose held-in decision values each chunk also returns
-        (:meth:`get_monitored`), taken from the sweep, which computes them anyway: the
-        run-length monitor then need not recompute ``K_w`` per draw (measured: 0.3 s per
-        50-sweep chunk at N = 398, a fifth of the chunk's sampling time).
+        (:meth:`get_monitored`), taken from the sweep's :class:`~bayesmkl.sampler.state.Info`,
+        which has them anyway: the run-length monitor then need not recompute ``K_w`` per
+        draw.
     """
 
-    def __init__(self, kernel: BM3KL, num_chains: int, num_samples: int, monitor_points=None):
+    def __init__(self, kernel: BM3KLKernel, num_chains: int, num_samples: int, monitor_points=None):
         self.kernel = kernel
         self.num_chains = int(num_chains)
         self.num_samples = int(num_samples)
@@ -171,8 +168,8 @@ class ChainRunner:
 
     def run(self, rng_key, *model_args, extra_fields=()):
         """Run one chunk: from ``post_warmup_state`` (its keys replaced by ``rng_key``) if set,
-        else from :meth:`BM3KL.init` on ``jax.random.split(rng_key, num_chains)``."""
-        K, delta, weight, margin = _unpack_args(model_args, {})
+        else from :meth:`BM3KLKernel.init` on ``jax.random.split(rng_key, num_chains)``."""
+        K, targets, weight, margin = unpack_args(model_args, {})
         nw = int(self.kernel.adapt_sweeps or 0)
         if self.post_warmup_state is None:
             keys = jax.random.split(rng_key, self.num_chains)
@@ -182,17 +179,17 @@ class ChainRunner:
         fields = tuple(extra_fields)
         monitors = self.monitor_points is not None
         points = jnp.asarray(self.monitor_points if monitors else [0], dtype=jnp.int32)
-        sweep_fn = getattr(self.kernel, "sweep_with_decisions", sweep_with_decisions)
-        fn = _chunk_fn(self.kernel.config, nw, self.num_samples, fields, monitors, sweep_fn)
-        self.last_state, (z, extra, f_mon) = fn(state, K, delta, weight, margin, points)
-        draws = {k: _by_chain(v) for k, v in z.items()}
+        kernel = self.kernel
+        fn = _chunk_fn(kernel.likelihood, kernel.config, nw, self.num_samples, fields, monitors)
+        self.last_state, (z, extra, f_mon) = fn(state, K, targets, weight, margin, points)
+        draws = {k: _by_chain(v) for k, v in z._asdict().items()}
         draws["w"] = draws["e"] / draws["e"].sum(axis=-1, keepdims=True)
         self._draws = draws
         self._extra = {f: _by_chain(v) for f, v in zip(fields, extra, strict=True)}
         self._monitored = None
         if monitors:
             self._monitored = {"w": draws["w"], "f": _by_chain(f_mon)}
-            for site in getattr(self.kernel, "monitored_sites", ()):
+            for site in kernel.monitored_sites:
                 self._monitored[site] = draws[site]
 
     def get_samples(self, group_by_chain: bool = True) -> dict:

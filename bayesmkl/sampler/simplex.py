@@ -51,7 +51,7 @@ SLICE_MAX_STEPS = 1000
 #: Most rounds of the uniform-rejection route of :func:`truncated_normal` (acceptance ≥ e^{−1/2}
 #: per round, so 1000 rejections have probability below 0.4^1000).
 REJECT_MAX_ROUNDS = 1000
-#: Bits of the ``capped`` flag: which loop stopped at its cap (the sweep's ``BM3KLState.capped``).
+#: Bits of the ``capped`` flag: which loop stopped at its cap (the sweep's ``State.capped``).
 CAP_SLICE_W = 1
 CAP_TRUNCNORM = 2
 

@@ -1,9 +1,13 @@
-"""Configuration and state of the BM3KL chain (pure data; the sweep is in
-:mod:`bayesmkl.sampler.sampler`).
+"""What a chain carries and reports, its configuration and its initial value (pure data).
 
-:class:`BM3KLConfig` is the static, hashable configuration (part of the compilation key);
-:class:`BM3KLState` the pytree a sweep maps to the next; :func:`init_state` its initial value
-(docs/math.md A13); :func:`mass_window` the warm-up sweeps that estimate a dense mass matrix.
+:class:`SweepConfig` is the static, hashable configuration of a sweep (with the likelihood,
+the compilation key); :class:`ClassifierPosition` and :class:`RegressorPosition` are the
+model's current values; :class:`State` is what one sweep reads and the next sweep is given;
+:class:`Info` what a sweep reports and nothing downstream in the chain reads;
+:class:`ChainState` both in one record, which NumPyro's ``MCMC`` and
+:class:`~bayesmkl.sampler.runner.ChainRunner` carry (NumPyro reads a kernel's extra fields and
+key as attributes of one state). :func:`init_state` is the initial value (docs/math.md A13) of
+either model; :func:`mass_window` the warm-up sweeps that estimate a dense mass matrix.
 """
 
 from __future__ import annotations
@@ -33,16 +37,21 @@ __all__ = [
     "MIN_MASS_WINDOW",
     "NU_UPDATES",
     "SITES",
+    "ChainState",
+    "ClassifierPosition",
+    "Info",
+    "RegressorPosition",
+    "State",
+    "SweepConfig",
     "capped_loops",
     "hyper_arrays",
     "init_state",
     "mass_window",
 ]
 
-SITES = ("e", "a", "b", "lam", "nu", "varsigma")
 NU_UPDATES = ("gibbs", "collapsed")
 
-#: The bits of :attr:`BM3KLState.capped`: the inner loops of a sweep that stop at a cap.
+#: The bits of :attr:`State.capped`: the inner loops of a sweep that stop at a cap.
 CAPPED_LOOPS = {
     simplex.CAP_SLICE_W: "the slice sampler of the kernel weights w (pairwise Gibbs)",
     simplex.CAP_TRUNCNORM: "the rejection sampler of the truncated-normal kernel-weight draws",
@@ -55,13 +64,15 @@ def capped_loops(bits) -> list[str]:
     return [text for bit, text in CAPPED_LOOPS.items() if int(bits) & bit]
 
 
-class BM3KLConfig(NamedTuple):
-    """Static configuration of the sweep (hashable; part of the compilation key).
+class SweepConfig(NamedTuple):
+    """Static configuration of a sweep (hashable; with the likelihood, the compilation key).
 
     Attributes
     ----------
-    hyper : Hyper
-        Model hyper-parameters (η given as a float or a tuple).
+    hyper : Hyper or RegHyper
+        The model's hyper-parameters (η given as a float or a tuple): the values a chain starts
+        with (they travel in :attr:`State.hyper` as arrays) and the static routes read from
+        them (η ≡ 1, α_a = 1).
     move : str
         Kernel-weight move, one of ``MOVES``.
     step_size : float
@@ -83,26 +94,22 @@ class BM3KLConfig(NamedTuple):
         Pairwise Gibbs updates per sweep, as a multiple of P (moves "gibbs" and "collapsed").
     n_active : int
         Sample weights per class integrated out by the collapsed move (the largest ν); capped
-        at N and by memory (:func:`bayesmkl.sampler.collapsed.n_active_for`). 32 by default:
-        the move costs O(N·s²) per leapfrog step, and against 64 it gave 1.8–2.5× the
-        smallest bulk ESS per second on breast cancer, wine, sonar and pima at a similar ESS
-        per sweep (``benchmarks/results/sweep_settings.md``); 16 lost ESS per sweep on breast
-        cancer and pima.
+        at N and by memory (:func:`bayesmkl.sampler.collapsed.n_active_for`); the move costs
+        O(N·s²) per leapfrog step.
     dense_mass : bool
         Learn a dense inverse mass matrix for the HMC moves during warm-up (the covariance of
-        u = 2√e over the middle half of warm-up; :func:`mass_window`). Off by default: on
-        breast cancer (bsvm16, 4 chains) it did not raise the smallest ESS of w.
+        u = 2√e over the middle half of warm-up; :func:`mass_window`).
     nu_update : str
-        ``"gibbs"`` (default): ν | a, ς then ς | ν (docs/math.md §3.3). ``"collapsed"``: the exact
+        ``"gibbs"``: ν | a, ς then ς | ν (docs/math.md §3.3). ``"collapsed"``: the exact
         collapsed block of :mod:`bayesmkl.sampler.tpbn` (one O(N³) sweep over all points per
-        class, plus one more (a, b) draw).
+        class, plus one more (a, b) draw; classification only).
     nu_max : float
         Upper bound of ν under ``nu_update="collapsed"`` (a truncation of the TPB prior that
         keeps Σ factorisable; :mod:`bayesmkl.sampler.tpbn`).
     """
 
     hyper: Hyper = Hyper()
-    move: str = "collapsed"
+    move: str = "collapsed_log"
     step_size: float = 0.01
     n_leapfrog: int = 10
     step_schedule: str = "constant"
@@ -116,7 +123,8 @@ class BM3KLConfig(NamedTuple):
     nu_update: str = "gibbs"
     nu_max: float = tpbn.NU_MAX
 
-    def validate(self) -> BM3KLConfig:
+    def validate(self) -> SweepConfig:
+        """Check the settings both models share (the likelihood checks its own); returns self."""
         if self.move not in MOVES:
             raise ValueError(f"unknown sampler move {self.move!r}; choose one of {MOVES}")
         if self.step_schedule not in ("constant", "inverse"):
@@ -128,8 +136,8 @@ class BM3KLConfig(NamedTuple):
         h = self.hyper
         if np.any(np.asarray(h.eta) <= 0) or h.alpha_a <= 0 or h.beta_a <= 0 or h.kappa <= 0:
             raise ValueError("eta, alpha_a, beta_a and kappa must be positive")
-        if h.bias_prior_var <= 0 or h.gamma0 < 0:
-            raise ValueError("bias_prior_var must be positive and gamma0 non-negative")
+        if h.bias_prior_var <= 0:
+            raise ValueError("bias_prior_var must be positive")
         if not self.pairs_per_kernel > 0:
             raise ValueError(f"pairs_per_kernel must be positive; got {self.pairs_per_kernel}")
         if int(self.n_active) < 1:
@@ -167,95 +175,202 @@ class BM3KLConfig(NamedTuple):
         return bool(np.all(np.asarray(self.hyper.eta) == 1.0))
 
 
-class BM3KLState(NamedTuple):
-    """State of the BM3KL chain (a pytree).
+#: The name the classifier's configuration has always had.
+BM3KLConfig = SweepConfig
+
+
+class ClassifierPosition(NamedTuple):
+    """The classifier's current values (``State.z``); C one-vs-all problems, N points.
 
     Attributes
     ----------
-    i : int
+    e : array (P,)
+        Expanded-mean kernel weights (w = e / Σe).
+    a : array (C, N)
+        Sample weights.
+    b : array (C,)
+        Biases.
+    lam : array (C, N)
+        Augmentation variables λ of the hinge pseudo-likelihood.
+    nu : array (C, N)
+        TPBN local variances ν of a.
+    varsigma : array (C, N)
+        TPBN rates ς of ν.
+    """
+
+    e: jax.Array
+    a: jax.Array
+    b: jax.Array
+    lam: jax.Array
+    nu: jax.Array
+    varsigma: jax.Array
+
+
+class RegressorPosition(NamedTuple):
+    """The regressor's current values (``State.z``); C = 1, N points.
+
+    Attributes
+    ----------
+    e, a, b, nu, varsigma
+        As in :class:`ClassifierPosition`.
+    lam_plus, lam_minus : array (1, N)
+        Augmentation variables λ⁺, λ⁻ of the upper and lower hinge of the ε-insensitive loss.
+    c : array ()
+        Scale of the loss.
+    eps : array ()
+        Half-width ε of the tube (constant when ε is fixed).
+    """
+
+    e: jax.Array
+    a: jax.Array
+    b: jax.Array
+    lam_plus: jax.Array
+    lam_minus: jax.Array
+    nu: jax.Array
+    varsigma: jax.Array
+    c: jax.Array
+    eps: jax.Array
+
+
+#: Sites of the classifier's position (the keys ``init_params`` may set).
+SITES = ClassifierPosition._fields
+
+
+class State(NamedTuple):
+    """What one sweep reads (a pytree): the chain's position and the move's carried state.
+
+    Attributes
+    ----------
+    i : int32
         Number of sweeps done so far.
-    z : dict
-        Current values: ``e (P,)``, ``a (C, N)``, ``b (C,)``, ``lam (C, N)``, ``nu (C, N)``,
-        ``varsigma (C, N)``. This is the ``sample_field``.
+    z : ClassifierPosition or RegressorPosition
+        Current values; the ``sample_field`` of the NumPyro adapter.
     r : array (P,)
-        Momentum of the SGRHMC moves.
-    step_size : float
-        Step size used in the last sweep.
-    accept_prob : float
-        MH acceptance probability of the last e move (1 for moves without MH).
-    diverging : bool
-        Whether the last e move diverged.
-    potential_energy : float
-        −log p(z, data) of the augmented model after the sweep (up to a constant).
+        Momentum that the SGRHMC moves may carry from one sweep to the next.
     adapt_state : DualAveragingState
-        Step-size adaptation state (used by the exact moves during warm-up).
+        Step-size adaptation state (the exact moves, during warm-up).
     mass_sqrt : array (P, P)
         Factor L of the HMC moves' inverse mass matrix L Lᵀ (identity until learnt).
     welford : WelfordState
-        Running covariance of u = 2√e over the mass-adaptation window.
+        Running covariance of the HMC coordinates u over the mass-adaptation window.
     capped : int32
-        Bits (:data:`CAPPED_LOOPS`) of the inner loops that have stopped at their iteration cap
-        in any sweep so far (kept once set, warm-up included). A capped loop gives NaN, so the
-        draws from there on are unusable; the estimator raises ``SamplerDivergenceError``
-        naming the loop.
-    hyper : Hyper
+        Bits (:data:`CAPPED_LOOPS`, and those of the regressor's noise updates) of the inner
+        loops that have stopped at their iteration cap in any sweep so far (kept once set,
+        warm-up included). A capped loop gives NaN, so the draws from there on are unusable;
+        the estimators raise ``SamplerDivergenceError`` naming the loop.
+    hyper : Hyper or RegHyper
         The numeric hyper-parameters as arrays. They travel in the state rather than as
         compile-time constants, so one compiled sweep serves every value (a grid search over
-        β_a or γ0 hits the persistent compilation cache); only the route choices α_a = 1 and
-        γ0 > 0 are static.
+        β_a or γ0 hits the persistent compilation cache); only static routes (α_a = 1, η ≡ 1)
+        are read from :attr:`SweepConfig.hyper`.
     rng_key : PRNG key
+        The key the next sweep splits.
     """
 
     i: jax.Array
-    z: dict
+    z: ClassifierPosition | RegressorPosition
     r: jax.Array
-    step_size: jax.Array
-    accept_prob: jax.Array
-    diverging: jax.Array
-    potential_energy: jax.Array
     adapt_state: DualAveragingState
     mass_sqrt: jax.Array
     welford: WelfordState
     capped: jax.Array
-    hyper: Hyper
+    hyper: object
     rng_key: jax.Array
 
 
-def hyper_arrays(hyper: Hyper, P: int) -> Hyper:
-    """The hyper-parameters as float64 arrays (η broadcast to ``(P,)``)."""
-    f = lambda v: jnp.asarray(v, dtype=jnp.float64)
-    return Hyper(jnp.broadcast_to(f(hyper.eta), (P,)), *(f(v) for v in hyper[1:]))
+class Info(NamedTuple):
+    """What one sweep reports about itself (a pytree); no later sweep reads it.
+
+    Attributes
+    ----------
+    step_size : float
+        Step size the kernel-weight move used.
+    accept_prob : float
+        Metropolis–Hastings acceptance probability of the move (1 for moves without MH).
+    diverging : bool
+        Whether the move diverged or the new state's potential energy is not finite.
+    potential_energy : float
+        −log p(z, data) of the augmented model at the new state (up to a constant).
+    f : array (C, N)
+        Held-in decision values A K_w + b 1ᵀ of the new state (the run-length monitor reads
+        them instead of recomputing K_w).
+    """
+
+    step_size: jax.Array
+    accept_prob: jax.Array
+    diverging: jax.Array
+    potential_energy: jax.Array
+    f: jax.Array
 
 
-def init_state(rng_key, K, delta, config: BM3KLConfig, init_params=None) -> BM3KLState:
-    """Initial state (docs/math.md A13): e = 1, A = 0, b = 0, λ = ν = ς = 1, r = 0.
+class ChainState(NamedTuple):
+    """:class:`State`'s fields then :class:`Info`'s, as one record: the state of the NumPyro
+    adapter and of :class:`~bayesmkl.sampler.runner.ChainRunner`, whose extra fields
+    (``accept_prob``, ``diverging``, ``step_size``, ``potential_energy``) and key NumPyro reads
+    as attributes. The fields are documented on :class:`State` and :class:`Info`."""
 
-    ``init_params`` (a dict with any of the keys of ``SITES``) overrides these values.
+    i: jax.Array
+    z: ClassifierPosition | RegressorPosition
+    r: jax.Array
+    adapt_state: DualAveragingState
+    mass_sqrt: jax.Array
+    welford: WelfordState
+    capped: jax.Array
+    hyper: object
+    rng_key: jax.Array
+    step_size: jax.Array
+    accept_prob: jax.Array
+    diverging: jax.Array
+    potential_energy: jax.Array
+    f: jax.Array
+
+    @classmethod
+    def join(cls, state: State, info: Info) -> ChainState:
+        return cls(*state, *info)
+
+    @property
+    def state(self) -> State:
+        """The :class:`State` part (what the next sweep reads)."""
+        return State(*self[: len(State._fields)])
+
+    @property
+    def info(self) -> Info:
+        """The :class:`Info` part (what the last sweep reported)."""
+        return Info(*self[len(State._fields) :])
+
+
+#: The name the chain's state has always had.
+BM3KLState = ChainState
+
+
+def hyper_arrays(hyper, P: int):
+    """The hyper-parameters (a :class:`Hyper` or ``RegHyper``) as float64 arrays, η broadcast
+    to ``(P,)``."""
+    f = lambda v: jnp.asarray(v, dtype=jnp.float64)  # noqa: E731
+    return type(hyper)(jnp.broadcast_to(f(hyper.eta), (P,)), *(f(v) for v in hyper[1:]))
+
+
+def init_state(likelihood, rng_key, K, targets, config: SweepConfig, init_params=None):
+    """Initial :class:`ChainState` (docs/math.md A13) of the model ``likelihood`` describes:
+    e = 1, A = 0, b = 0, r = 0 and the likelihood's values of the other sites (λ = ν = ς = 1
+    for the classifier; λ^± = ν = ς = c = 1 and ε = 0.1 or the fixed ε for the regressor).
+
+    ``K: (P, N, N)``, ``targets: (C, N)``; ``init_params`` (a dict with any of the position's
+    fields) overrides these values.
     """
     P = K.shape[0]
-    C, N = delta.shape
-    z = {
-        "e": jnp.ones(P),
-        "a": jnp.zeros((C, N)),
-        "b": jnp.zeros(C),
-        "lam": jnp.ones((C, N)),
-        "nu": jnp.ones((C, N)),
-        "varsigma": jnp.ones((C, N)),
-    }
+    C, N = targets.shape
+    z = likelihood.init_position(P, C, N)
     if init_params:
-        unknown = set(init_params) - set(SITES)
+        unknown = set(init_params) - set(type(z)._fields)
         if unknown:
-            raise ValueError(f"unknown init_params {sorted(unknown)}; known: {SITES}")
-        z.update({k: jnp.asarray(v, dtype=jnp.float64) for k, v in init_params.items()})
+            raise ValueError(f"unknown init_params {sorted(unknown)}; known: {type(z)._fields}")
+        z = z._replace(**{k: jnp.asarray(v, dtype=jnp.float64) for k, v in init_params.items()})
     zero = jnp.zeros(())
-    return BM3KLState(
+    state = State(
         i=jnp.zeros((), jnp.int32),
         z=z,
         r=jnp.zeros(P),
-        step_size=jnp.asarray(config.step_size, dtype=jnp.float64),
-        accept_prob=zero,
-        diverging=jnp.zeros((), bool),
-        potential_energy=zero,
         adapt_state=dual_averaging_init(config.step_size),
         mass_sqrt=jnp.eye(P),
         welford=welford_init(P),
@@ -263,6 +378,14 @@ def init_state(rng_key, K, delta, config: BM3KLConfig, init_params=None) -> BM3K
         hyper=hyper_arrays(config.hyper, P),
         rng_key=rng_key,
     )
+    info = Info(
+        step_size=jnp.asarray(config.step_size, dtype=jnp.float64),
+        accept_prob=zero,
+        diverging=jnp.zeros((), bool),
+        potential_energy=zero,
+        f=jnp.zeros((C, N)),
+    )
+    return ChainState.join(state, info)
 
 
 #: Step size at which dual averaging restarts once the mass matrix is learnt (x = L⁻¹u has
@@ -273,8 +396,8 @@ MIN_MASS_WINDOW = 20
 
 
 def mass_window(num_warmup: int):
-    """Sweeps ``[lo, hi)`` whose u = 2√e estimate the mass matrix: the middle half of warm-up,
-    leaving the last quarter to re-tune the step size; ``None`` if that is under
+    """Sweeps ``[lo, hi)`` whose HMC coordinates u estimate the mass matrix: the middle half of
+    warm-up, leaving the last quarter to re-tune the step size; ``None`` if that is under
     ``MIN_MASS_WINDOW`` sweeps."""
     lo, hi = num_warmup // 4, (3 * num_warmup) // 4
     return (lo, hi) if hi - lo >= MIN_MASS_WINDOW else None

@@ -1,4 +1,4 @@
-"""Collapsed update of the TPBN local scales ν with a, b and ς integrated out (issue 9).
+"""Collapsed update of the TPBN local scales ν with a, b and ς integrated out.
 
 Why: the plain TPBN Gibbs pair ν | a, ς and ς | ν moves log ν by O(1) per sweep. With the
 paper's κ = 1e-10 the scale of an unused point sits near 1e-10 and that of a used one near
@@ -49,15 +49,6 @@ conditional, so the draws of a, b inside the block and of ς_ci until the end ca
 (trimmed) without changing the transition: the block is a valid Gibbs step of the joint and
 leaves the posterior invariant. It conditions only on (w, λ), so it may follow any step of the
 sweep. Any α_a > 0 works (no IG shortcut needed).
-
-Measured (breast cancer, bsvm16, paper hyper-parameters, 4 chains × (200 + 400) sweeps with the
-collapsed w-move; benchmarks/results/move_compare.md): ESS of Σ log ν 14.5 → 155, median ESS
-of log ν_i 18 → 852, min/median ESS of w 10 → 33 / 259 → 241, 5% quantile / median ESS of the
-held-in f 8.6 → 44 / 33 → 232, at 2.1× the CPU time per sweep. The worst f_i stays slow (ESS
-≈ 8): there the chains sit in two states — a support vector (ν_i ≈ e³, λ_i ≈ 0.02, f_i near
-the margin) or pruned and misclassified (ν_i ≈ e⁻¹⁵, λ_i ≈ 0.1) — and the switch appears to
-need a joint move of (λ_i, ν_i), which single-site updates of either make rarely. Not the
-default for that reason and for its cost.
 """
 
 from __future__ import annotations
@@ -71,6 +62,7 @@ from bayesmkl.sampler import conditionals as cond
 __all__ = [
     "CAP_SLICE_NU",
     "collapsed_nu_step",
+    "collapsed_nu_step_tv",
     "log_nu_conditional",
     "loo_qr",
     "nu_scan",
@@ -92,7 +84,7 @@ SLICE_MAX_STEPS = 64
 SLICE_MAX_SHRINK = 200
 #: Relative width under which a bracket counts as collapsed onto x0 (64 ulps of 1).
 _ROUNDING_WIDTH = 64 * 2.0**-52
-#: Bit of the sweep's ``capped`` flag (``BM3KLState.capped``) set when a slice update of ν
+#: Bit of the sweep's ``capped`` flag (``State.capped``) set when a slice update of ν
 #: stopped at ``SLICE_MAX_SHRINK`` (the bits of :mod:`~bayesmkl.sampler.simplex` are 1 and 2).
 CAP_SLICE_NU = 4
 
@@ -270,27 +262,37 @@ def collapsed_nu_step(
     key, Kw, delta, lam, nu, hyper, nu_max=NU_MAX, weight=None, margin=None, *,
     return_capped=False,
 ):  # fmt: skip
-    """The collapsed TPBN block: ν | w, λ point by point, then ς | ν, then (a, b) | w, λ, ν.
+    """The collapsed TPBN block of the classifier: ν | w, λ point by point, then ς | ν, then
+    (a, b) | w, λ, ν.
 
     ``Kw: (N, N)``, ``delta, lam, nu: (C, N)``; ``hyper`` a
-    :class:`~bayesmkl.model.classification.Hyper`
-    of (possibly traced) values; ``nu_max`` the upper bound of ν; ``weight`` sample weights
-    ``(N,)`` or ``None`` and ``margin`` margins ``(C, N)`` or ``None`` (they only change the
-    pseudo-observations T, V: :func:`bayesmkl.model.likelihood.pseudo_observations`). Returns
-    ``(nu, varsigma, a, b)``, and with ``return_capped=True`` also :data:`CAP_SLICE_NU`
-    (int32) when a slice update hit its cap, else 0.
+    :class:`~bayesmkl.model.classification.Hyper` of (possibly traced) values; ``nu_max`` the
+    upper bound of ν; ``weight`` sample weights ``(N,)`` or ``None`` and ``margin`` margins
+    ``(C, N)`` or ``None`` (they only change the pseudo-observations T, V:
+    :func:`bayesmkl.model.likelihood.pseudo_observations`). Returns ``(nu, varsigma, a, b)``,
+    and with ``return_capped=True`` also :data:`CAP_SLICE_NU` (int32) when a slice update hit
+    its cap, else 0.
+    """
+    T, V = pseudo_observations(delta, lam, weight, margin)
+    out = collapsed_nu_step_tv(key, Kw, T, V, nu, hyper, nu_max)
+    return out if return_capped else out[:4]
+
+
+def collapsed_nu_step_tv(key, Kw, T, V, nu, hyper, nu_max=NU_MAX):
+    """The collapsed TPBN block for pseudo-targets ``T (C, N)`` with noise variances
+    ``V (C, N)`` (any likelihood that is Gaussian in f given its augmentation): ν | w, T, V point
+    by point (:func:`nu_scan`), then ς | ν, then (a, b) | w, T, V, ν. ``hyper`` needs
+    ``alpha_a, beta_a, kappa, bias_prior_var``. Returns ``(nu, varsigma, a, b, capped)`` with
+    ``capped`` :data:`CAP_SLICE_NU` (int32) when a slice update hit its cap, else 0.
     """
     k_nu, k_vs, k_ab = jax.random.split(key, 3)
-    C = delta.shape[0]
-    T, V = pseudo_observations(delta, lam, weight, margin)
+    C = T.shape[0]
     scan = lambda k, t, v, n: nu_scan(  # noqa: E731
         k, Kw, t, v, n, hyper.bias_prior_var, hyper.alpha_a, hyper.beta_a, hyper.kappa, nu_max,
         return_capped=True,
     )  # fmt: skip
     nu, capped = jax.vmap(scan)(jax.random.split(k_nu, C), T, V, nu)
     varsigma = cond.sample_varsigma(k_vs, nu, hyper.alpha_a, hyper.beta_a, hyper.kappa)
-    a, b = cond.sample_ab(k_ab, Kw, delta, lam, nu, hyper.bias_prior_var, weight, margin)
-    if not return_capped:
-        return nu, varsigma, a, b
+    a, b, _ = cond.sample_ab_tv(k_ab, Kw, T, V, nu, hyper.bias_prior_var)
     bits = jnp.where(jnp.any(capped), jnp.int32(CAP_SLICE_NU), jnp.int32(0))
     return nu, varsigma, a, b, bits

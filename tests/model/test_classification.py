@@ -77,9 +77,9 @@ def test_prior_of_w_is_dirichlet():
     """Prior predictive: w = e/Σe ~ Dir(η) (w₁ ~ Beta(η₁, Ση − η₁), KS p > 1e-3) and
     S = Σe ~ Gamma(Ση, 1) (docs/math.md §2.1)."""
     eta = (0.5, 1.0, 2.5)
-    pb = make_problem(seed=22, hyper=Hyper(eta=eta))
+    pb = make_problem(seed=22, hyper=Hyper.paper(eta=eta))
     pred = Predictive(bm3kl_model, num_samples=4000, return_sites=["e", "w"])
-    out = pred(jax.random.key(23), pb["K"], pb["delta"], hyper=Hyper(eta=eta, gamma0=3.0))
+    out = pred(jax.random.key(23), pb["K"], pb["delta"], hyper=Hyper.paper(eta=eta, gamma0=3.0))
     w = np.asarray(out["w"])
     np.testing.assert_allclose(w, out["e"] / out["e"].sum(-1, keepdims=True), rtol=1e-14)
     assert stats.kstest(w[:, 0], stats.beta(0.5, 3.5).cdf).pvalue > 1e-3

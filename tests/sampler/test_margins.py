@@ -240,11 +240,13 @@ def test_e_potential_with_margins_matches_joint_and_its_gradient(weight):
 # whole chains
 # --------------------------------------------------------------------------------------------
 
-_KW = dict(eta=2.0, beta_a=1.0, kappa=1.0, bias_prior_var=1.0, gamma0=1.0, adapt_sweeps=4)
+_KW = dict(
+    eta=2.0, beta_a=1.0, kappa=1.0, bias_prior_var=1.0, gamma0=1.0, adapt_sweeps=4, move="collapsed"
+)
 
 
 def _mcmc(K, delta, margin, **kw):
-    mcmc = MCMC(BM3KL(**_KW, **kw), num_warmup=4, num_samples=6, num_chains=2,
+    mcmc = MCMC(BM3KL(**{**_KW, **kw}), num_warmup=4, num_samples=6, num_chains=2,
                 chain_method="vectorized", progress_bar=False, jit_model_args=True)  # fmt: skip
     args = (K, delta) if margin is None else (K, delta, None, jnp.asarray(margin))
     mcmc.run(jax.random.key(56), *args, extra_fields=("potential_energy",))
@@ -253,7 +255,7 @@ def _mcmc(K, delta, margin, **kw):
 
 
 def _runner(K, delta, margin, **kw):
-    run = ChainRunner(BM3KL(**_KW, **kw), num_chains=2, num_samples=10)
+    run = ChainRunner(BM3KL(**{**_KW, **kw}), num_chains=2, num_samples=10)
     args = (K, delta) if margin is None else (K, delta, None, jnp.asarray(margin))
     run.run(jax.random.key(56), *args)
     return {k: v[:, 4:] for k, v in run.get_samples().items()}

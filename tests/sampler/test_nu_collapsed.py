@@ -136,7 +136,7 @@ def test_slice_draws_follow_the_conditional():
     assert ks.pvalue > 1e-3, ks
 
 
-GEWEKE_HYPER = Hyper(alpha_a=1.5, beta_a=1.0, kappa=0.5, bias_prior_var=0.5, gamma0=1.0)
+GEWEKE_HYPER = Hyper(eta=1.0, alpha_a=1.5, beta_a=1.0, kappa=0.5, bias_prior_var=0.5, gamma0=1.0)
 
 
 def _prior_theta(key, hyper, C, N):
@@ -227,8 +227,8 @@ def test_sweep_option_and_validation(weighted):
     pb = make_problem(seed=6, N=6, C=1, P=2)
     K, delta = jnp.asarray(pb["K"]), jnp.asarray(pb["delta"])
     mcmc = MCMC(
-        BM3KL(nu_update="collapsed", move="gibbs", nu_max=1e6), num_warmup=0, num_samples=5,
-        jit_model_args=True, progress_bar=False,
+        BM3KL(*Hyper.paper(), nu_update="collapsed", move="gibbs", nu_max=1e6), num_warmup=0,
+        num_samples=5, jit_model_args=True, progress_bar=False,
     )  # fmt: skip
     weight = [jnp.asarray([1.0, 0.0, 2.0, 0.5, 1.0, 3.0])] if weighted else []
     mcmc.run(jax.random.key(0), K, delta, *weight)

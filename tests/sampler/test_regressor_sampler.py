@@ -31,7 +31,8 @@ from bayesmkl.model.classification import combine_kernels, decision_values
 from bayesmkl.model.regression import RegHyper, reg_model
 from bayesmkl.model.regression_likelihood import noise_sample
 from bayesmkl.posterior.predictive import draw_decision_values
-from bayesmkl.sampler.regression import BM3KLReg, init_reg_state, sweep_with_decisions
+from bayesmkl.sampler import build_sweep, init_state
+from bayesmkl.sampler.regression import BM3KLReg
 from bayesmkl.sampler.runner import ChainRunner
 
 Z = 4.5
@@ -125,19 +126,20 @@ def test_simulation_based_calibration():
     d2 = (X - X.T) ** 2
     K = jnp.asarray(np.stack([np.exp(-d2 / (2 * 0.5**2)), np.exp(-d2 / (2 * 2.0**2))]))
     kern = BM3KLReg(*SBC_HYPER, move="gibbs", adapt_sweeps=SBC_WARMUP)
-    config = kern.config
+    config, lik = kern.config, kern.likelihood
+    sweep = build_sweep(lik, config, SBC_WARMUP)
     truths = [prior_draw(k, K, SBC_HYPER) for k in jax.random.split(jax.random.key(5), SBC_SETS)]
     truth = {k: np.stack([np.asarray(t[k]) for t in truths]) for k in truths[0]}
     noise = noise_sample(rng, truth["c"][:, None], truth["eps"][:, None] * np.ones(SBC_N))
     y = jnp.asarray(truth["f"][:, 0] + noise)[:, None, :]  # (sets, 1, N)
 
     def chain(key, y):
-        state = init_reg_state(key, K, y, config)
+        state = init_state(lik, key, K, y, config).state
 
         def step(s, _):
-            s, f = sweep_with_decisions(s, K, y, config, SBC_WARMUP)
-            z = s.z
-            return s, (z["e"][0] / z["e"].sum(), z["b"][0], z["c"], z["eps"], f[0, 0], f[0, -1])
+            s, info = sweep(s, K, y)
+            z, f = s.z, info.f
+            return s, (z.e[0] / z.e.sum(), z.b[0], z.c, z.eps, f[0, 0], f[0, -1])
 
         _, out = jax.lax.scan(step, state, None, length=SBC_WARMUP + SBC_KEEP)
         return tuple(o[SBC_WARMUP::SBC_THIN] for o in out)

@@ -6,9 +6,10 @@ from numpyro.infer import MCMC
 
 from bayesmkl.estimators._fitting import run_monitor
 from bayesmkl.sampler import runner
+from bayesmkl.sampler.regression import BM3KLReg
 from bayesmkl.sampler.runlength import compile_clock
 from bayesmkl.sampler.runner import ChainRunner
-from bayesmkl.sampler.sampler import BM3KL
+from bayesmkl.sampler.sampler import BM3KL, CLASSIFICATION
 from tests.sampler.helpers import make_problem
 
 
@@ -19,7 +20,15 @@ def _problem():
 
 def test_chunks_give_numpyros_vectorized_draws_and_compile_once():
     K, delta = _problem()
-    kw = dict(gamma0=1.0, kappa=1.0, beta_a=1.0, bias_prior_var=1.0, adapt_sweeps=4)
+    kw = dict(
+        eta=1.0,
+        gamma0=1.0,
+        kappa=1.0,
+        beta_a=1.0,
+        bias_prior_var=1.0,
+        adapt_sweeps=4,
+        move="collapsed",
+    )
     mcmc = MCMC(BM3KL(**kw), num_warmup=4, num_samples=6, num_chains=3,
                 chain_method="vectorized", progress_bar=False, jit_model_args=True)  # fmt: skip
     mcmc.run(jax.random.key(5), K, delta, extra_fields=("diverging",))
@@ -43,12 +52,15 @@ def test_cache_is_bounded_and_keyed_by_configuration():
     """Chunk functions are built (not compiled: compilation waits for the first call) per key;
     the least recently used beyond CHUNK_CACHE_SIZE are dropped."""
     runner.clear_chunk_cache()
-    config = BM3KL().config
-    fns = [runner._chunk_fn(config, 0, n, (), False) for n in range(1, runner.CHUNK_CACHE_SIZE + 3)]
+    lik, config = CLASSIFICATION, BM3KL().config
+    n_max = runner.CHUNK_CACHE_SIZE + 2
+    fns = [runner._chunk_fn(lik, config, 0, n, (), False) for n in range(1, n_max + 1)]
     assert len(runner._CHUNKS) == runner.CHUNK_CACHE_SIZE
-    assert runner._chunk_fn(config, 0, runner.CHUNK_CACHE_SIZE + 2, (), False) is fns[-1]
-    assert runner._chunk_fn(config, 0, 1, (), False) is not fns[0]  # dropped, so built anew
-    assert runner._chunk_fn(BM3KL(gamma0=1.0).config, 0, 1, (), False) is not fns[0]
+    assert runner._chunk_fn(lik, config, 0, n_max, (), False) is fns[-1]
+    assert runner._chunk_fn(lik, config, 0, 1, (), False) is not fns[0]  # dropped, so built anew
+    assert runner._chunk_fn(lik, BM3KL(gamma0=5.0).config, 0, 1, (), False) is not fns[0]
+    reg = BM3KLReg()
+    assert runner._chunk_fn(reg.likelihood, reg.config, 0, 1, (), False) is not fns[0]
 
 
 def test_monitored_decision_values_are_the_monitors():
@@ -57,7 +69,15 @@ def test_monitored_decision_values_are_the_monitors():
     p = make_problem(seed=4, N=12, C=3, P=3)
     K, delta = np.asarray(p["K"]), np.sign(np.asarray(p["delta"]))
     points = np.array([1, 5, 6, 11])  # a strict subset
-    kw = dict(gamma0=1.0, kappa=1.0, beta_a=1.0, bias_prior_var=1.0, adapt_sweeps=2)
+    kw = dict(
+        eta=1.0,
+        gamma0=1.0,
+        kappa=1.0,
+        beta_a=1.0,
+        bias_prior_var=1.0,
+        adapt_sweeps=2,
+        move="collapsed",
+    )
     run = ChainRunner(BM3KL(**kw), num_chains=2, num_samples=4, monitor_points=points)
     run.run(jax.random.key(1), K, delta)
     got = run.get_monitored()
@@ -83,7 +103,7 @@ def test_programs_of_at_most_max_held_shapes_are_kept(monkeypatch):
     monkeypatch.setattr(runner.jax, "clear_caches", lambda: calls.append("cleared"))
     shapes = [("shape", i) for i in range(runner.MAX_HELD_SHAPES)]
     assert not any(runner.hold_programs_for(s) for s in shapes)
-    runner._chunk_fn(BM3KL().config, 0, 1, (), False)  # a held chunk function
+    runner._chunk_fn(CLASSIFICATION, BM3KL().config, 0, 1, (), False)  # a held chunk function
     assert not runner.hold_programs_for(shapes[0])  # seen: kept, now the most recent
     assert runner.hold_programs_for(("shape", "new")) and calls == ["cleared"]
     assert not runner._CHUNKS and runner._HELD_SHAPES == [("shape", "new")]

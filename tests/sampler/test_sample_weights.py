@@ -211,7 +211,7 @@ def test_weighted_e_potential_matches_joint_and_its_gradient():
 
 
 def _chain(move, K, delta, weight, seed=0):
-    mcmc = MCMC(BM3KL(kappa=0.2, beta_a=0.7, bias_prior_var=0.5, gamma0=3.0, move=move),
+    mcmc = MCMC(BM3KL(eta=1.0, kappa=0.2, beta_a=0.7, bias_prior_var=0.5, gamma0=3.0, move=move),
                 num_warmup=15, num_samples=15, progress_bar=False, jit_model_args=True)  # fmt: skip
     args = (K, delta) if weight is None else (K, delta, jnp.asarray(weight))
     mcmc.run(jax.random.key(seed), *args)

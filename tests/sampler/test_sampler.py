@@ -38,11 +38,12 @@ import bayesmkl  # noqa: F401  (enables float64)
 from bayesmkl.model.classification import Hyper, combine_kernels, decision_values, signed_targets
 from bayesmkl.model.likelihood import log_pseudo_likelihood
 from bayesmkl.posterior.predictive import draw_decision_values, draw_probabilities
-from bayesmkl.sampler import BM3KL, init_state, run_marginal_nuts, simplex, sweep
+from bayesmkl.sampler import BM3KL, build_sweep, init_state, run_marginal_nuts, simplex
 from bayesmkl.sampler import collapsed as coll
 from bayesmkl.sampler import conditionals as cond
 from bayesmkl.sampler.moves import exact_hmc_move
-from bayesmkl.sampler.sampler import BM3KLConfig, hyper_arrays
+from bayesmkl.sampler.sampler import CLASSIFICATION
+from bayesmkl.sampler.state import SweepConfig, hyper_arrays
 
 Z = 4.5  # z-score tolerance for MCSE-based comparisons
 
@@ -387,7 +388,7 @@ def test_prior_only_sweep_reproduces_prior(move):
     P, N = 2, 5
     K = jnp.zeros((P, N, N))
     delta = jnp.asarray(PRIOR_DELTA)
-    config = BM3KLConfig(hyper=h, move=move, step_size=0.02 if move == "stable" else 0.2,
+    config = SweepConfig(hyper=h, move=move, step_size=0.02 if move == "stable" else 0.2,
                          n_leapfrog=8, adapt_step_size=False).validate()  # fmt: skip
     n_chains, n_sweeps = 1000, 60
     k_init, k_run, k_ref = jax.random.split(jax.random.key(3), 3)
@@ -397,13 +398,14 @@ def test_prior_only_sweep_reproduces_prior(move):
         def chain(key):
             k0, k1 = jax.random.split(key)
             z0 = prior_draw(k0, h, P, 1, N, with_lam=False)
-            state = init_state(k1, K, delta, config, z0)
+            state = init_state(CLASSIFICATION, k1, K, delta, config, z0).state
+            sweep = build_sweep(CLASSIFICATION, config, 0)
 
             def body(s, _):
-                return sweep(s, K, delta, config, 0), None
+                return sweep(s, K, delta)[0], None
 
             state, _ = jax.lax.scan(body, state, None, length=n_sweeps)
-            return state.z
+            return state.z._asdict()
 
         return jax.vmap(chain)(keys)
 
@@ -431,25 +433,26 @@ ROBUST_GAMMAS = (100.0, 500.0, 10000.0)
 def _run_all_gammas(K, delta, n_sweeps=1200, move="stable"):
     """Run one chain per γ0 in ``ROBUST_GAMMAS`` for ``n_sweeps`` sweeps, vectorised.
 
-    γ0 travels in the state (``BM3KLState.hyper``), so the three chains share one compiled
+    γ0 travels in the state (``State.hyper``), so the three chains share one compiled
     program. Returns ``e: (G, T, P)`` and ``finite: (G, T)``.
     """
     P = K.shape[0]
-    config = BM3KLConfig(hyper=Hyper(gamma0=ROBUST_GAMMAS[0]), move=move, step_size=0.01,
+    config = SweepConfig(hyper=Hyper.paper(gamma0=ROBUST_GAMMAS[0]), move=move, step_size=0.01,
                          n_leapfrog=10).validate()  # fmt: skip
     states = [
-        init_state(jax.random.key(0), K, delta, config)._replace(
-            hyper=hyper_arrays(Hyper(gamma0=g), P)
+        init_state(CLASSIFICATION, jax.random.key(0), K, delta, config).state._replace(
+            hyper=hyper_arrays(Hyper.paper(gamma0=g), P)
         )
         for g in ROBUST_GAMMAS
     ]
     stacked = jax.tree.map(lambda *x: jnp.stack(x), *states)
+    sweep = build_sweep(CLASSIFICATION, config, 0)
 
     def one_chain(state, K, delta):
         def body(s, _):
-            s = sweep(s, K, delta, config, 0)
-            finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(v)) for v in s.z.values()]))
-            return s, (s.z["e"], finite)
+            s, _ = sweep(s, K, delta)
+            finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(v)) for v in s.z]))
+            return s, (s.z.e, finite)
 
         _, out = jax.lax.scan(body, state, None, length=n_sweeps)
         return out
@@ -520,7 +523,7 @@ def test_chain_methods(chain_method):
         # "parallel" with a single CPU device: NumPyro warns and runs the chains sequentially
         warnings.simplefilter("ignore", UserWarning)
         mcmc = MCMC(
-            BM3KL(gamma0=2.0, move="stable", step_size=0.05),
+            BM3KL(*Hyper.paper(gamma0=2.0), move="stable", step_size=0.05),
             num_warmup=20, num_samples=30, num_chains=2, chain_method=chain_method,
             jit_model_args=True, progress_bar=False,
         )  # fmt: skip

@@ -1,0 +1,119 @@
+"""One Gibbs sweep for either model: :func:`build_sweep` composes the steps of
+:mod:`bayesmkl.sampler.steps` around a likelihood.
+
+A sweep, given pseudo-observations (T, V) of f from the current augmentation variables
+(the likelihood's ``pseudo_observations``):
+
+1. Φ = A·K_m for all m (one GEMM over the stored kernels);
+2. the kernel-weight move on e (:func:`~bayesmkl.sampler.steps.kernel_weight_step`), as the
+   configuration's :class:`~bayesmkl.sampler.moves.MoveSpec` says;
+3. K_w = Σ w_m K_m (one GEMV), then the Gaussian (a, b) step and the likelihood's augmentation
+   step: (a, b) first after a collapsed move (which integrated (a, b) out, so they must be drawn
+   given the new w before anything else conditions on them) or when the likelihood says so
+   (``ab_first``, the regressor), else the augmentation first (the classifier's paper order
+   λ → (a, b));
+4. the TPBN step: ν | a, ς and ς | ν, or, with ``nu_update="collapsed"``, the collapsed block
+   of :mod:`bayesmkl.sampler.tpbn` (which ends with its own (a, b) draw).
+
+A likelihood is a small hashable record (:class:`bayesmkl.sampler.sampler.Classification`,
+:class:`bayesmkl.sampler.regression.Regression`) with
+
+* ``keys``: the names of the PRNG keys a sweep splits from ``State.rng_key``, in split order
+  (``"next"`` is the next sweep's key; ``"r", "g", "e", "s"`` the kernel-weight step's;
+  ``"ab"``, ``"nu"``, ``"vs"`` the (a, b) and TPBN steps'; the rest the augmentation's);
+* ``ab_first`` (bool), ``init_position(P, C, N)``, ``pseudo_observations(z, targets, weight,
+  margin) -> (T, V)``, ``e_conditional(z, Phi, T, V, targets, eta, weight, margin) -> pg``
+  (the potential of e given a, b and the augmentation, for moves that are not collapsed),
+  ``augment(keys, f, z, targets, hyper, weight, margin) -> (updates, capped bits or None)``,
+  ``log_joint(z, f, targets, hyper, weight, margin)``.
+
+The sweep is a pure function of ``(state, K, targets, weight, margin)``: the kernels and targets
+are arguments, never closure constants, so they are not baked into the compiled program.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from bayesmkl.model.classification import combine_kernels, decision_values
+from bayesmkl.sampler import conditionals as cond
+from bayesmkl.sampler import steps
+from bayesmkl.sampler.state import Info, State, SweepConfig
+
+__all__ = ["build_sweep"]
+
+
+def build_sweep(likelihood, config: SweepConfig, num_warmup: int):
+    """The pure sweep ``(state, K, targets, weight=None, margin=None) -> (State, Info)`` of the
+    model ``likelihood`` describes, with the kernel-weight move and TPBN update of ``config``
+    and step-size and mass adaptation during the first ``num_warmup`` sweeps.
+
+    ``K: (P, N, N)``, ``targets: (C, N)`` (the classifier's signed targets Δ, the regressor's
+    standardised y with C = 1), ``weight``: sample weights ``(N,)`` or ``None``, ``margin``:
+    margins ``(C, N)`` or ``None`` (classifier only; :mod:`bayesmkl.model.likelihood`).
+    """
+    num_warmup = int(num_warmup)
+    collapsed_tpbn = config.nu_update == "collapsed"
+    ig_shortcut = config.hyper.alpha_a == 1.0
+
+    def sweep(state: State, K, targets, weight=None, margin=None) -> tuple[State, Info]:
+        h = state.hyper  # traced values; config.hyper only decides static routes
+        z = state.z
+        split = jax.random.split(state.rng_key, len(likelihood.keys))
+        k = dict(zip(likelihood.keys, split, strict=True))
+
+        def tv(z):
+            return likelihood.pseudo_observations(z, targets, weight, margin)
+
+        # (1)-(2) kernel weights given (T, V)
+        Phi = cond.per_kernel_decisions(K, z.a)
+        T, V = tv(z)
+        pg = likelihood.e_conditional(z, Phi, T, V, targets, h.eta, weight, margin)
+        ws = steps.kernel_weight_step(
+            (k["r"], k["g"], k["e"], k["s"]), state, K, Phi, T, V, config, num_warmup, pg
+        )
+        Kw = combine_kernels(K, ws.e / jnp.sum(ws.e))
+        tau = h.bias_prior_var
+        # (3) (a, b) and the augmentation, in the order the move and the likelihood need
+        if ws.collapsed or likelihood.ab_first:
+            a, b = steps.gaussian_ab_step(k["ab"], Kw, T, V, z.nu, tau)
+            aug, hit = likelihood.augment(
+                k, decision_values(Kw, a, b), z, targets, h, weight, margin
+            )
+            z = z._replace(a=a, b=b, **aug)
+            if collapsed_tpbn:
+                T, V = tv(z)
+        else:
+            aug, hit = likelihood.augment(
+                k, decision_values(Kw, z.a, z.b), z, targets, h, weight, margin
+            )
+            z = z._replace(**aug)
+            T, V = tv(z)
+            a, b = steps.gaussian_ab_step(k["ab"], Kw, T, V, z.nu, tau)
+            z = z._replace(a=a, b=b)
+        capped = ws.capped if hit is None else ws.capped | hit
+        # (4) TPBN
+        if collapsed_tpbn:  # conditions on (w, T, V) only; ends with (a, b) | w, T, V, ν
+            nu, varsigma, a, b, hit = steps.tpbn_collapsed_step(
+                k["nu"], Kw, T, V, z.nu, h, config.nu_max
+            )
+            capped = capped | hit
+            z = z._replace(a=a, b=b)
+        else:
+            nu, varsigma = steps.tpbn_gibbs_step(k["nu"], k["vs"], z.a, z.varsigma, h,
+                                                 ig_shortcut)  # fmt: skip
+        z = z._replace(e=ws.e, nu=nu, varsigma=varsigma)
+        f = decision_values(Kw, z.a, z.b)
+        pe = -likelihood.log_joint(z, f, targets, h, weight, margin)
+        new_state = State(
+            i=state.i + 1, z=z, r=ws.r, adapt_state=ws.adapt_state, mass_sqrt=ws.mass_sqrt,
+            welford=ws.welford, capped=capped, hyper=h, rng_key=k["next"],
+        )  # fmt: skip
+        info = Info(
+            step_size=ws.step_size, accept_prob=ws.accept_prob,
+            diverging=ws.diverging | ~jnp.isfinite(pe), potential_energy=pe, f=f,
+        )  # fmt: skip
+        return new_state, info
+
+    return sweep
