@@ -2,7 +2,8 @@
 
 Seeds (:func:`make_rng_key`), JAX's persistent compilation cache
 (:func:`enable_compilation_cache`), validation of the estimator's parameters and of ``fit``'s
-input (:func:`validate_params`, :func:`validate_fit_input`) and the quantities whose R-hat and
+input (:func:`validate_fit_input`; the parameters are checked against the class's
+``_parameter_constraints``) and the quantities whose R-hat and
 ESS decide the run length (:func:`run_monitor`).
 """
 
@@ -21,24 +22,12 @@ from sklearn.utils.validation import (
 )
 
 from bayesmkl.estimators._validation import (
-    HYPER_BOUNDS,
-    Interval,
-    Options,
-    check_hyper,
-    check_param,
     validate_labels,
 )
-from bayesmkl.estimators._validation import check_choice as _choice
-from bayesmkl.estimators._validation import check_int as _integer
-from bayesmkl.estimators._validation import check_positive as _positive
-from bayesmkl.estimators._weights import check_class_weight
-from bayesmkl.kernels.input import NAMED_POOLS, KernelInput
-from bayesmkl.kernels.pool import KernelPool
+from bayesmkl.kernels.input import KernelInput
 from bayesmkl.model.classification import PRIORS, Hyper
 from bayesmkl.posterior.checks import check_kernel_scale, check_label_types
 from bayesmkl.posterior.predictive import draw_decision_values
-from bayesmkl.sampler.moves import MOVES
-from bayesmkl.sampler.state import NU_UPDATES
 
 __all__ = [
     "AUTO_CHUNK",
@@ -52,7 +41,6 @@ __all__ = [
     "unconverged_message",
     "run_monitor",
     "validate_fit_input",
-    "validate_params",
 ]
 
 #: Post-warm-up sweeps between two convergence checks of a ``num_samples="auto"`` run.
@@ -66,13 +54,6 @@ MAX_MONITORED_POINTS = 500
 
 #: NumPyro extra fields collected during sampling (become ``sample_stats_``).
 EXTRA_FIELDS = ("accept_prob", "diverging", "step_size", "potential_energy")
-_CHAIN_METHODS = ("sequential", "parallel", "vectorized")
-#: Constraints (:mod:`bayesmkl.estimators._validation`) of the parameters that are not a plain
-#: choice.
-_CALIBRATION = [Options("cv", "loo"), None, Interval("int", 2, None, closed="left")]
-_RHAT_TARGET = [
-    Interval("real", 1, None, closed="neither", allow_inf=True, description="a number > 1")
-]
 
 
 def enable_compilation_cache(cache_dir=None, *, min_compile_time_secs: float = 1.0):
@@ -157,45 +138,6 @@ def make_rng_key(random_state):
     return jax.random.key(seed), seed
 
 
-def validate_params(est) -> None:
-    """Check the constructor parameters of a :class:`~bayesmkl.BM3KLClassifier` (ValueError)."""
-    k = est.kernels
-    if not (
-        isinstance(k, KernelPool) or (isinstance(k, str) and k in NAMED_POOLS + ("precomputed",))
-    ):
-        raise ValueError(
-            f"kernels={k!r} is not understood: use one of "
-            f"{NAMED_POOLS + ('precomputed',)} or a bayesmkl.KernelPool"
-        )
-    if est.sampler not in MOVES:
-        raise ValueError(f"unknown sampler={est.sampler!r}; choose one of {MOVES}")
-    _choice("chain_method", est.chain_method, _CHAIN_METHODS)
-    _choice("nu_update", est.nu_update, NU_UPDATES)
-    _choice("binary_mode", est.binary_mode, ("single", "ova"))
-    _choice("decision", est.decision, ("proba", "mean_f"))
-    check_param("calibration", est.calibration, _CALIBRATION)
-    if est.kernel_dtype is not None:
-        _choice("kernel_dtype", str(np.dtype(est.kernel_dtype)), ("float64", "float32"))
-    _choice("prior", est.prior, tuple(PRIORS))
-    for name in HYPER_BOUNDS:  # the ranges where the arithmetic stays finite (issue 22)
-        if getattr(est, name) is not None:  # None: the named prior's value
-            check_hyper(name, getattr(est, name))
-    _positive("step_size", est.step_size)
-    _integer("n_leapfrog", est.n_leapfrog, 1)
-    _integer("num_warmup", est.num_warmup, 0)
-    if est.num_samples != "auto":
-        _integer("num_samples", est.num_samples, 1)
-    check_param("rhat_target", est.rhat_target, _RHAT_TARGET)
-    _positive("ess_target", est.ess_target)
-    _integer("max_samples", est.max_samples, 1)
-    if est.max_time is not None:
-        _positive("max_time", est.max_time)
-    _integer("num_chains", est.num_chains, 1)
-    if not isinstance(est.warm_start, bool | np.bool_):
-        raise ValueError(f"warm_start must be True or False; got {est.warm_start!r}")
-    check_class_weight(est.class_weight)
-
-
 def set_fitted_attributes(est, attrs: dict) -> None:
     """Set further fitted attributes on ``est`` as given (``_set_fitted``'s ``**attrs``); their
     names must end in ``_``."""
@@ -235,7 +177,8 @@ def unconverged_message(
 
 def resolve_hyper(est) -> Hyper:
     """The model hyper-parameters of a fit: the named ``prior``'s, each replaced by the
-    estimator's own parameter where that is not ``None`` (checked by :func:`validate_params`)."""
+    estimator's own parameter where that is not ``None`` (checked against the class's
+    ``_parameter_constraints``)."""
     own = {k: getattr(est, k) for k in Hyper._fields}
     return PRIORS[est.prior]._replace(**{k: v for k, v in own.items() if v is not None})
 

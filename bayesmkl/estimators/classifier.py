@@ -25,9 +25,8 @@ from bayesmkl.estimators._fitting import (
     resolve_hyper,
     unconverged_message,
     validate_fit_input,
-    validate_params,
 )
-from bayesmkl.estimators._params import BM3KL_PARAMS
+from bayesmkl.estimators._params import CLASSIFIER_CONSTRAINTS
 from bayesmkl.estimators._validation import validate_labels
 from bayesmkl.estimators._weights import effective_sample_weight
 from bayesmkl.model.classification import signed_targets
@@ -251,7 +250,7 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
     (5, 2)
     """
 
-    _param_defaults = BM3KL_PARAMS
+    _parameter_constraints = CLASSIFIER_CONSTRAINTS
     _inference_library = "bayesmkl (BM3KL Gibbs sampler in NumPyro)"
     _saved_as = "BM3KLClassifier"
 
@@ -295,9 +294,6 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         self.warm_start = warm_start
 
     # validation ---------------------------------------------------------------------------
-
-    def _validate_params(self):
-        validate_params(self)
 
     def _validate_fit_input(self, X, y):
         """Validated ``(kernel input, K (P, N, N), classes, codes, y)``; sets ``n_features_in_``."""

@@ -26,32 +26,17 @@ from bayesmkl.estimators._fitting import (
     run_monitor,
     unconverged_message,
 )
-from bayesmkl.estimators._params import BM3KL_REG_PARAMS
-from bayesmkl.estimators._validation import (
-    Interval,
-    Options,
-    check_choice,
-    check_hyper,
-    check_int,
-    check_param,
-    check_positive,
-)
-from bayesmkl.kernels.input import NAMED_POOLS
-from bayesmkl.kernels.pool import KernelPool
+from bayesmkl.estimators._params import REGRESSOR_CONSTRAINTS
 from bayesmkl.model.regression import REG_PRIORS, RegHyper, unit_variance_kappa
 from bayesmkl.posterior import diagnostics
 from bayesmkl.posterior import regression as _post
 from bayesmkl.posterior.checks import scaled_sd
-from bayesmkl.sampler.moves import EXACT_MOVES
 from bayesmkl.sampler.regression import REG_CAPPED_LOOPS, BM3KLReg
 
 __all__ = ["BM3KLRegressor"]
 
-_EPSILON = [Options("auto"), Interval("real", 0, None, closed="left")]
-_NOISE_PRIOR = [Interval("real", 0, 1e6, closed="right", description="a number in (0, 1e6]")]
 #: Largest fixed ε in standard deviations of y: 1e100 fits (measured), 1e300 overflows.
 MAX_STD_EPSILON = 1e100
-_RHAT_TARGET = [Interval("real", 1, None, closed="neither", allow_inf=True)]
 
 
 class BM3KLRegressor(RegressorMixin, BM3KLBase):
@@ -183,7 +168,7 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
     (5, 2)
     """
 
-    _param_defaults = BM3KL_REG_PARAMS
+    _parameter_constraints = REGRESSOR_CONSTRAINTS
     _inference_library = "bayesmkl (BM3KL regression Gibbs sampler in NumPyro)"
     _saved_as = "BM3KLRegressor"
 
@@ -224,37 +209,6 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         self.kernel_names = kernel_names
 
     # validation ---------------------------------------------------------------------------
-
-    def _validate_params(self):
-        k = self.kernels
-        named = isinstance(k, str) and k in NAMED_POOLS + ("precomputed",)
-        if not (isinstance(k, KernelPool) or named):
-            raise ValueError(
-                f"kernels={k!r} is not understood: use one of "
-                f"{NAMED_POOLS + ('precomputed',)} or a bayesmkl.KernelPool"
-            )
-        check_choice("prior", self.prior, tuple(REG_PRIORS))
-        for name in RegHyper._fields[:5]:
-            if getattr(self, name) is not None:
-                check_hyper(name, getattr(self, name))
-        check_param("epsilon", self.epsilon, _EPSILON)
-        for name in RegHyper._fields[5:]:
-            check_param(name, getattr(self, name), _NOISE_PRIOR)
-        check_choice("sampler", self.sampler, EXACT_MOVES)
-        check_positive("step_size", self.step_size)
-        check_int("n_leapfrog", self.n_leapfrog, 1)
-        check_int("num_warmup", self.num_warmup, 0)
-        if self.num_samples != "auto":
-            check_int("num_samples", self.num_samples, 1)
-        check_int("num_chains", self.num_chains, 1)
-        check_choice("chain_method", self.chain_method, ("sequential", "parallel", "vectorized"))
-        check_param("rhat_target", self.rhat_target, _RHAT_TARGET)
-        check_positive("ess_target", self.ess_target)
-        check_int("max_samples", self.max_samples, 1)
-        if self.max_time is not None:
-            check_positive("max_time", self.max_time)
-        if self.kernel_dtype is not None:
-            check_choice("kernel_dtype", str(np.dtype(self.kernel_dtype)), ("float64", "float32"))
 
     def _hyper(self, K) -> RegHyper:
         """The fit's hyper-parameters: the named prior's, with the estimator's own on top; under
