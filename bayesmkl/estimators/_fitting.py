@@ -210,15 +210,11 @@ def centres_pool(est, n_classes: int) -> bool:
     """Whether ``fit`` centres the kernels in feature space: the named pool ``"bsvm16"`` under
     the default prior, with three or more classes (C ≥ 3 one-vs-all classifiers).
 
-    Why (docs/math.md §7.2; ``benchmarks/results/prior_accuracy*.md``). Under
-    f = K_w a with a ~ N(0, ν), a kernel's prior variance of f at x is Σ_i K(x, x_i)²: on mfeat's
-    standardised features 337 for the widest Gaussian (σ = 64, nearly constant, so ≈ N) against
-    15 centred. One-vs-all classifiers (nine negatives per positive on 10 classes) need large
-    offsets; the uncentred posterior carried them with that kernel (0.91 of the weight) and
-    underfit, while centred the bias carries them: on mfeat-fou (500 points, 10 classes) test
-    accuracy +5.0 points and log-loss −0.148, glass log-loss −0.033. On binary sets centring
-    raised sonar's and heart's log-loss by 0.03, so two classes are not centred (in either
-    ``binary_mode``: the two one-vs-all problems of ``"ova"`` are one problem mirrored); nor is
+    Why (docs/math.md §7.2): under f = K_w a with a ~ N(0, ν), a kernel's prior variance of f
+    at x is Σ_i K(x, x_i)², which for a nearly constant wide Gaussian is about N. One-vs-all
+    classifiers of many classes need large offsets, which uncentred such a kernel carries (and
+    the fit underfits); centred, the bias carries them. Two classes are not centred (in either
+    ``binary_mode``: the two one-vs-all problems of ``"ova"`` are one problem mirrored), nor is
     the paper's preset, which reproduces the paper's set-up.
     """
     named = isinstance(est.kernels, str) and est.kernels == "bsvm16"

@@ -74,10 +74,9 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         every
         hyper-parameter left at ``None`` below is taken: ``"default"`` (η = 2, α_a = 1, β_a = 1,
         κ = 1, τ = 1, γ₀ = 1) or ``"paper"`` (η = 1, α_a = 1, β_a = 0.1, κ = 1e-10, τ = 1e-4,
-        γ₀ = 100). On breast cancer, 4 chains of 300 + 500 sweeps reach a smallest bulk ESS
-        (over the weights and held-in decision values) of 6.5 and R-hat 1.65 under the paper's
-        prior, 253 and 1.025 under the default, at the same test accuracy
-        (``benchmarks/results/prior_study.md``). ``fit`` refuses values outside the ranges of
+        γ₀ = 100). The chains mix far faster under the default prior than under the paper's,
+        at the same test accuracy (docs: design decisions). ``fit`` refuses values outside the
+        ranges of
         :mod:`bayesmkl.model.bounds`, where the sampler's arithmetic stays finite.
     eta : float or array (P,), default=None
         η, Dirichlet concentration of w (default prior: 2; paper: 1); above 1 it keeps w off
@@ -115,7 +114,7 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         Update of the TPBN scales ν. ``"gibbs"``: ν | a, ς then ς | ν (docs/math.md §3.3).
         ``"collapsed"``: each ν_ci | w, λ, ν_{−ci} with a, b, ς integrated out
         (:mod:`bayesmkl.sampler.tpbn`; exact, ν truncated at 1e8; about twice the cost per
-        sweep; measured under the paper's prior in benchmarks/results/nu_collapsed.md).
+        sweep).
     num_warmup : int, default=300
         Gibbs sweeps discarded, during which the exact moves tune step size and mass matrix
         (paper: 200 − 20).
@@ -141,8 +140,7 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
     ess_target : float, default=400
         Smallest bulk ESS (all chains together) accepted by ``num_samples="auto"``.
     max_samples : int, default=5000
-        Budget of post-warm-up sweeps per chain for ``num_samples="auto"`` (measured: ≤ 1,500
-        on 7 data sets, 4,450 on glass; ``benchmarks/results/convergence.md``).
+        Budget of post-warm-up sweeps per chain for ``num_samples="auto"``.
     max_time : float or None, default=None
         Wall-clock budget in seconds for ``num_samples="auto"`` (warm-up included, calibration
         refits excluded; each refit runs as many sweeps as the main fit used).
@@ -156,9 +154,8 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         binary classifier, ``T_c·f_c + β_c`` (a temperature and an intercept per class)
         otherwise — with the map fitted at the end of :meth:`fit` on held-out decision draws.
         ``"loo"``: PSIS-LOO-weighted draws of the one posterior, no refit
-        (:func:`bayesmkl.posterior.loo.loo_calibrator`); under the default prior its test log-loss
-        matched the 3-fold map's within 0.013 on 7 data sets
-        (``benchmarks/results/calibration_loo.md``); it warns when more than 30% of the points
+        (:func:`bayesmkl.posterior.loo.loo_calibrator`), which under the default prior is close
+        to the 3-fold map; it warns when more than 30% of the points
         have Pareto k̂ > 0.7, and under ``prior="paper"``. ``"cv"`` (3 folds) or an int
         k ≥ 2: out-of-fold draws of k refits (cost: k extra fits on (k−1)/k of the data; see
         :mod:`bayesmkl.posterior.calibration`); needed by :meth:`loo_kfold`.
