@@ -167,6 +167,7 @@ class BM3KLBase(BaseEstimator):
             self.posterior_, self.sample_stats_, num_warmup=int(self.num_warmup),
             capped={c: self._capped_loops(b) for c, b in enumerate(bits)},
             settings={k: getattr(self, k) for k in ("sampler", "step_size", "num_warmup")},
+            stacklevel=5,  # check_draws, _finish, fit, with_x64, the caller
         )  # fmt: skip
         if not run.report.converged:
             msg = self._unconverged_message(run.report, run.points)

@@ -47,11 +47,11 @@ __all__ = [
 _POSITIVE = [Interval("real", 0, None, closed="neither")]
 _KERNELS = [KernelsParam("bsvm16", "simplemkl", "precomputed")]
 _PRIOR = [Options("default", "paper")]
-_NUM_SAMPLES = [Options("auto"), Interval("int", 1, None, closed="left")]
+_NUM_SAMPLES = [Interval("int", 1, None, closed="left"), Options("auto")]
 _RHAT_TARGET = [
     Interval("real", 1, None, closed="neither", allow_inf=True, description="a number > 1")
 ]
-_KERNEL_DTYPE = [None, DtypeOptions("float64", "float32")]
+_KERNEL_DTYPE = [DtypeOptions("float64", "float32"), None]
 
 
 def _hyper(*names) -> dict:
