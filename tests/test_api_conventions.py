@@ -1,4 +1,4 @@
-"""Signature conventions shared by every estimator of the package (issue 12).
+"""Signature conventions shared by every estimator of the package.
 
 scikit-learn reads an estimator's parameters from its ``__init__`` signature, so these are checked
 on the signatures themselves: the first parameter (``kernels``) may be positional, every other one
@@ -157,8 +157,7 @@ def test_documented_defaults_match_the_signature(cls):
     """A ``default=`` in the docstring is the signature's default: shared docstring entries
     (``_docstrings.py``) and the parameter tables and hand-written signatures
     (:mod:`bayesmkl.estimators._params`) write a default in several places, so a changed default in
-    one
-    must show up here."""
+    one must show up here."""
     import ast
 
     defaults = {p.name: p.default for p in _params(cls)}
@@ -176,31 +175,37 @@ def test_documented_defaults_match_the_signature(cls):
 
 
 # --------------------------------------------------------------------------------------------
-# hand-written __init__ (issue 23): what editors and type checkers read
+# hand-written __init__: what editors and type checkers read
 # --------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
 def test_hand_written_init_agrees_with_the_parameter_table(cls):
-    """Names, order, defaults (value and type) and keyword-only-ness of the written-out
-    ``__init__`` equal the class's table ``_param_defaults``, and the body stores every
-    argument verbatim under its own name (each gets a distinct sentinel object)."""
-    from bayesmkl.estimators._params import signature_problems
+    """Names, order and keyword-only-ness of the written-out ``__init__`` equal the class's one
+    table ``_parameter_constraints``, every default meets its constraints, and the body stores
+    every argument verbatim under its own name (each gets a distinct sentinel object)."""
+    from bayesmkl.estimators._constraints import NO_VALIDATION, check_param
+    from bayesmkl.estimators._params import parameter_table, signature_problems
 
     assert signature_problems(cls) == []
     assert "def __init__(" in inspect.getsource(cls.__init__)
-    sentinels = {name: object() for name in cls._param_defaults}
+    table = parameter_table(cls)
+    for name, default in _defaults(cls.__init__).items():
+        if name != "self" and table[name] is not NO_VALIDATION:
+            check_param(name, default, table[name])
+    sentinels = {name: object() for name in table}
     est = cls(**sentinels)
     for name, sentinel in sentinels.items():
         assert getattr(est, name) is sentinel, f"{cls.__name__}.{name}"
 
 
 def test_signature_problems_sees_each_kind_of_difference():
-    """The checker itself: a renamed, reordered, retyped or positional parameter is reported."""
+    """The checker itself: a renamed, reordered, default-less or positional parameter is
+    reported."""
     from bayesmkl.estimators._params import signature_problems
 
     def make(table, init):
-        return type("Est", (), {"_param_defaults": table, "__init__": init})
+        return type("Est", (), {"_parameter_constraints": table, "__init__": init})
 
     def ok(self, kernels="k", *, C=1.0, tol=0.1):
         pass
@@ -211,14 +216,57 @@ def test_signature_problems_sees_each_kind_of_difference():
     def positional(self, kernels="k", C=1.0, *, tol=0.1):
         pass
 
-    table = {"kernels": "k", "C": 1.0, "tol": 0.1}
+    def no_default(self, kernels="k", *, C, tol=0.1):
+        pass
+
+    table = {"kernels": [], "C": [], "tol": []}
     assert signature_problems(make(table, ok)) == []
     assert "parameters" in signature_problems(make(table, swapped))[0]
     assert "keyword-only" in " ".join(signature_problems(make(table, positional)))
-    retyped = signature_problems(make({**table, "C": 1}, ok))
-    assert retyped == ["Est: C defaults to 1.0 (float) in __init__ but to 1 (int) in the table"]
+    assert signature_problems(make(table, no_default)) == ["Est: C has no default in __init__"]
     ok.__signature__ = inspect.signature(ok)
     assert "generated __signature__" in signature_problems(make(table, ok))[0]
+
+
+def test_parameter_tables_name_what_the_model_and_sampler_define():
+    """The BM3KL tables (JAX-free, for the command line) write out the names of the moves,
+    priors, ν updates and named pools; they are the sampler's and the model's, and the
+    parameters a warm start compares are the resume module's."""
+    from bayesmkl.estimators._params import (
+        CLASSIFIER_CONSTRAINTS,
+        REGRESSOR_CONSTRAINTS,
+        RESUME_PARAMS,
+        choices,
+    )
+    from bayesmkl.kernels.input import NAMED_POOLS
+    from bayesmkl.model.classification import PRIORS
+    from bayesmkl.model.regression import REG_PRIORS
+    from bayesmkl.sampler import resume
+    from bayesmkl.sampler.moves import EXACT_MOVES, MOVES
+    from bayesmkl.sampler.state import NU_UPDATES
+
+    clf, reg = CLASSIFIER_CONSTRAINTS, REGRESSOR_CONSTRAINTS
+    assert set(choices(clf, "sampler")) == set(MOVES)
+    assert set(choices(reg, "sampler")) == set(EXACT_MOVES)
+    assert choices(clf, "prior") == tuple(PRIORS) and choices(reg, "prior") == tuple(REG_PRIORS)
+    assert set(choices(clf, "nu_update")) == set(NU_UPDATES)
+    assert choices(clf, "kernels") == choices(reg, "kernels") == (*NAMED_POOLS, "precomputed")
+    assert RESUME_PARAMS["posterior"] == resume.POSTERIOR_PARAMS
+    assert RESUME_PARAMS["chain"] == resume.CHAIN_PARAMS
+    assert set(RESUME_PARAMS["posterior"] + RESUME_PARAMS["chain"]) <= set(clf)
+
+
+def test_cli_parser_imports_no_jax():
+    """Building the parser (its choices from the parameter tables) imports neither JAX nor the
+    estimators, so ``bayesmkl --help`` stays quick."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from bayesmkl.cli.parser import build_parser; build_parser(); "
+        "assert 'jax' not in sys.modules and 'bayesmkl.estimators.classifier' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 @pytest.mark.parametrize(

@@ -28,9 +28,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.config import with_x64
-from bayesmkl.estimators._validation import signed_targets, validate_labels
+from bayesmkl.estimators._validation import validate_labels
 from bayesmkl.estimators._weights import effective_sample_weight
 from bayesmkl.kernels.input import KernelInput
+from bayesmkl.model.classification import signed_targets
 
 __all__ = ["MKLClassifierBase", "fit_kernel_input", "signed_targets", "validate_labels"]
 

@@ -308,9 +308,8 @@ class BM3KLMAP(MKLClassifierBase):
 
         The pseudo-likelihood's raw rule at one point, neither averaged over a posterior nor
         calibrated: at γ0 = 100 nearly every probability is close to 0 or 1, and the test
-        log-loss is poor (0.28 on breast, 4.9 on glass in
-        ``benchmarks/results/calibration.md``, against 0.09 and 0.78 for the default
-        :class:`~bayesmkl.BM3KLClassifier`). For decisions use that estimator's
+        log-loss is poor against the default :class:`~bayesmkl.BM3KLClassifier`'s. For
+        decisions use that estimator's
         ``predict_proba``, or wrap this one in ``CalibratedClassifierCV``.
         """
         from bayesmkl.posterior.predictive import draw_probabilities

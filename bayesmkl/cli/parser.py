@@ -1,19 +1,20 @@
 """The argument parser of the ``bayesmkl`` command (:mod:`bayesmkl.cli` runs it).
 
-Building the parser imports neither JAX nor the estimators, so ``bayesmkl --help`` is quick;
-the names of the priors and moves are therefore written out here, and
-``tests/test_api_conventions.py`` checks them against :mod:`bayesmkl.model.classification` and
-:mod:`bayesmkl.sampler.moves`.
+Building the parser imports neither JAX nor the estimators, so ``bayesmkl --help`` is quick: the
+choices of the options come from the parameter tables of :mod:`bayesmkl.estimators._params`,
+which import neither.
 """
 
 from __future__ import annotations
 
 import argparse
 
+from bayesmkl.estimators._params import CLASSIFIER_CONSTRAINTS as _TABLE
+from bayesmkl.estimators._params import choices
 from bayesmkl.model.bounds import HYPER_BOUNDS
 
-__all__ = ["CALIBRATIONS", "DEMO_MAX_TIME", "HYPER_OPTIONS", "MOVE_NAMES", "PRIOR_NAMES",
-           "TASKS", "build_parser"]  # fmt: skip
+__all__ = ["CALIBRATIONS", "DEMO_MAX_TIME", "HYPER_OPTIONS", "MOVE_NAMES", "POOLS",
+           "PRIOR_NAMES", "TASKS", "build_parser"]  # fmt: skip
 
 PROG = "bayesmkl"
 
@@ -25,14 +26,11 @@ PROG = "bayesmkl"
 #: Sampling budget of ``bayesmkl demo`` in seconds: a safety cap (the default prior reaches the
 #: targets in well under it on breast cancer; with --calibration cv, 3 refits follow).
 DEMO_MAX_TIME = 120.0
-#: Kernel-weight moves offered by the CLI (``bayesmkl.sampler.moves.MOVES``, without importing
-#: JAX to build the parser).
-MOVE_NAMES = ("collapsed_log", "collapsed", "gibbs", "exact", "rmala", "paper", "stable")
+#: Kernel-weight moves offered by the CLI: the classifier's ``sampler`` choices.
+MOVE_NAMES = choices(_TABLE, "sampler")
 
 #: The model's hyper-parameters as options ``--name`` (name, symbol); each defaults to the value
-#: of the named ``--prior`` (``bayesmkl.model.classification.PRIORS``, whose names are written out
-#: here so that
-#: building the parser does not import JAX; tests/test_api_conventions.py checks both).
+#: of the named ``--prior`` (``bayesmkl.model.classification.PRIORS``).
 HYPER_OPTIONS = (
     ("gamma0", "γ0"),
     ("beta_a", "β_a"),
@@ -41,11 +39,13 @@ HYPER_OPTIONS = (
     ("kappa", "κ"),
     ("bias_prior_var", "τ, prior variance of the biases"),
 )
-PRIOR_NAMES = ("default", "paper")
+PRIOR_NAMES = choices(_TABLE, "prior")
 #: ``fit --task`` choices, the first the default.
 TASKS = ("classification", "regression")
 #: ``--calibration`` choices, the first the default (``none`` is ``calibration=None``).
-CALIBRATIONS = ("loo", "cv", "none")
+CALIBRATIONS = (*choices(_TABLE, "calibration"), "none")
+#: ``--pool`` choices: the named pools of ``kernels``.
+POOLS = tuple(k for k in choices(_TABLE, "kernels") if k != "precomputed")
 
 
 def _seed(text: str) -> int:
@@ -127,12 +127,15 @@ def _add_sampler_args(p, *, chains_default: int, max_time_default=None) -> None:
     )
     g.add_argument("--step-size", type=float, default=0.01, help="ε (default 0.01)")
     g.add_argument("--n-leapfrog", type=int, default=10, help="L (default 10)")
-    _add_choice(g, "--nu-update", ("gibbs", "collapsed"), "update of the TPBN scales ν")
-    _add_choice(g, "--binary-mode", ("single", "ova"), "two classes: one classifier or one-vs-all")
+    _add_choice(g, "--nu-update", choices(_TABLE, "nu_update"), "update of the TPBN scales ν")
+    _add_choice(
+        g, "--binary-mode", choices(_TABLE, "binary_mode"),
+        "two classes: one classifier or one-vs-all",
+    )  # fmt: skip
     _add_choice(
         g,
         "--kernel-dtype",
-        ("float64", "float32"),
+        choices(_TABLE, "kernel_dtype"),
         "storage of the kernels; float32 halves their memory",
     )
     _add_choice(
@@ -189,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("data", metavar="DATA.csv")
     _add_choice(p, "--task", TASKS, "what the last column is: a class label or a target")
-    _add_choice(p, "--pool", ("bsvm16", "simplemkl"), "kernel pool")
+    _add_choice(p, "--pool", POOLS, "kernel pool")
     p.add_argument(
         "--test-size",
         type=float,

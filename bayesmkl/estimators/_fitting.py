@@ -2,7 +2,8 @@
 
 Seeds (:func:`make_rng_key`), JAX's persistent compilation cache
 (:func:`enable_compilation_cache`), validation of the estimator's parameters and of ``fit``'s
-input (:func:`validate_params`, :func:`validate_fit_input`) and the quantities whose R-hat and
+input (:func:`validate_fit_input`; the parameters are checked against the class's
+``_parameter_constraints``) and the quantities whose R-hat and
 ESS decide the run length (:func:`run_monitor`).
 """
 
@@ -21,32 +22,19 @@ from sklearn.utils.validation import (
 )
 
 from bayesmkl.estimators._validation import (
-    HYPER_BOUNDS,
-    Interval,
-    Options,
-    check_hyper,
-    check_param,
     validate_labels,
 )
-from bayesmkl.estimators._validation import check_choice as _choice
-from bayesmkl.estimators._validation import check_int as _integer
-from bayesmkl.estimators._validation import check_positive as _positive
-from bayesmkl.estimators._weights import check_class_weight
-from bayesmkl.kernels.input import NAMED_POOLS, KernelInput
-from bayesmkl.kernels.pool import KernelPool
+from bayesmkl.kernels.input import KernelInput
 from bayesmkl.model.classification import PRIORS, Hyper
 from bayesmkl.posterior.checks import check_kernel_scale, check_label_types
 from bayesmkl.posterior.predictive import draw_decision_values
-from bayesmkl.sampler.moves import MOVES
-from bayesmkl.sampler.state import NU_UPDATES
 
 __all__ = [
     "AUTO_CHUNK",
-    "LOOP_BOUNDS",
-    "check_loop_bounds",
     "EXTRA_FIELDS",
     "RUN_CHUNK",
     "centres_pool",
+    "check_run_length",
     "enable_compilation_cache",
     "make_rng_key",
     "describe_quantity",
@@ -56,7 +44,6 @@ __all__ = [
     "unconverged_message",
     "run_monitor",
     "validate_fit_input",
-    "validate_params",
 ]
 
 #: Post-warm-up sweeps between two convergence checks of a ``num_samples="auto"`` run.
@@ -68,31 +55,13 @@ RUN_CHUNK = 50
 #: subset above this; R-hat/ESS of every point of a large set would cost more than the sweeps).
 MAX_MONITORED_POINTS = 500
 
-#: Upper bounds of the run-length parameters of both BM3KL estimators. One compiled call runs
-#: ``RUN_CHUNK`` sweeps of ``n_leapfrog`` steps each and cannot be interrupted (neither
-#: ``max_time`` nor Ctrl-C acts inside it: ``n_leapfrog=10**9`` ran for hours), so ``n_leapfrog``
-#: is bounded where a chunk takes seconds on the data sizes the package handles; the others bound
-#: the draws kept in memory (chains × draws × points) and the warm-up to sizes no fit needs more.
-LOOP_BOUNDS = {
-    "n_leapfrog": 1_000,
-    "num_warmup": 100_000,
-    "num_samples": 1_000_000,
-    "max_samples": 1_000_000,
-    "num_chains": 256,
-}
 
-
-def check_loop_bounds(est) -> None:
-    """Check the run-length parameters of a BM3KL estimator against :data:`LOOP_BOUNDS`
-    (``ValueError``), and refuse ``num_chains=1`` with ``num_samples="auto"``: the automatic run
+def check_run_length(est) -> None:
+    """Refuse ``num_chains=1`` with ``num_samples="auto"`` (``ValueError``): the automatic run
     length stops when R-hat, which compares chains, reaches its target, which one chain never
-    does (it ran the whole ``max_samples`` budget and reported R-hat inf)."""
-    _integer("n_leapfrog", est.n_leapfrog, 1, LOOP_BOUNDS["n_leapfrog"])
-    _integer("num_warmup", est.num_warmup, 0, LOOP_BOUNDS["num_warmup"])
-    if est.num_samples != "auto":
-        _integer("num_samples", est.num_samples, 1, LOOP_BOUNDS["num_samples"])
-    _integer("max_samples", est.max_samples, 1, LOOP_BOUNDS["max_samples"])
-    _integer("num_chains", est.num_chains, 1, LOOP_BOUNDS["num_chains"])
+    does (it ran the whole ``max_samples`` budget and reported R-hat inf). The bounds of each
+    run-length parameter are in the estimators' tables (:data:`~bayesmkl.estimators._params.
+    LOOP_BOUNDS`)."""
     if est.num_samples == "auto" and int(est.num_chains) == 1:
         raise ValueError(
             'num_chains=1 cannot be used with num_samples="auto": the automatic run length '
@@ -104,13 +73,6 @@ def check_loop_bounds(est) -> None:
 
 #: NumPyro extra fields collected during sampling (become ``sample_stats_``).
 EXTRA_FIELDS = ("accept_prob", "diverging", "step_size", "potential_energy")
-_CHAIN_METHODS = ("sequential", "parallel", "vectorized")
-#: Constraints (:mod:`bayesmkl.estimators._validation`) of the parameters that are not a plain
-#: choice.
-_CALIBRATION = [Options("cv", "loo"), None, Interval("int", 2, None, closed="left")]
-_RHAT_TARGET = [
-    Interval("real", 1, None, closed="neither", allow_inf=True, description="a number > 1")
-]
 
 
 def enable_compilation_cache(cache_dir=None, *, min_compile_time_secs: float = 1.0):
@@ -294,40 +256,6 @@ def make_rng_key(random_state):
     return jax.random.key(seed), seed
 
 
-def validate_params(est) -> None:
-    """Check the constructor parameters of a :class:`~bayesmkl.BM3KLClassifier` (ValueError)."""
-    k = est.kernels
-    if not (
-        isinstance(k, KernelPool) or (isinstance(k, str) and k in NAMED_POOLS + ("precomputed",))
-    ):
-        raise ValueError(
-            f"kernels={k!r} is not understood: use one of "
-            f"{NAMED_POOLS + ('precomputed',)} or a bayesmkl.KernelPool"
-        )
-    if est.sampler not in MOVES:
-        raise ValueError(f"unknown sampler={est.sampler!r}; choose one of {MOVES}")
-    _choice("chain_method", est.chain_method, _CHAIN_METHODS)
-    _choice("nu_update", est.nu_update, NU_UPDATES)
-    _choice("binary_mode", est.binary_mode, ("single", "ova"))
-    _choice("decision", est.decision, ("proba", "mean_f"))
-    check_param("calibration", est.calibration, _CALIBRATION)
-    if est.kernel_dtype is not None:
-        _choice("kernel_dtype", str(np.dtype(est.kernel_dtype)), ("float64", "float32"))
-    _choice("prior", est.prior, tuple(PRIORS))
-    for name in HYPER_BOUNDS:  # the ranges where the arithmetic stays finite (issue 22)
-        if getattr(est, name) is not None:  # None: the named prior's value
-            check_hyper(name, getattr(est, name))
-    _positive("step_size", est.step_size)
-    check_loop_bounds(est)
-    check_param("rhat_target", est.rhat_target, _RHAT_TARGET)
-    _positive("ess_target", est.ess_target)
-    if est.max_time is not None:
-        _positive("max_time", est.max_time)
-    if not isinstance(est.warm_start, bool | np.bool_):
-        raise ValueError(f"warm_start must be True or False; got {est.warm_start!r}")
-    check_class_weight(est.class_weight)
-
-
 def set_fitted_attributes(est, attrs: dict) -> None:
     """Set further fitted attributes on ``est`` as given (``_set_fitted``'s ``**attrs``); their
     names must end in ``_``."""
@@ -367,7 +295,8 @@ def unconverged_message(
 
 def resolve_hyper(est) -> Hyper:
     """The model hyper-parameters of a fit: the named ``prior``'s, each replaced by the
-    estimator's own parameter where that is not ``None`` (checked by :func:`validate_params`)."""
+    estimator's own parameter where that is not ``None`` (checked against the class's
+    ``_parameter_constraints``)."""
     own = {k: getattr(est, k) for k in Hyper._fields}
     return PRIORS[est.prior]._replace(**{k: v for k, v in own.items() if v is not None})
 
@@ -399,15 +328,11 @@ def centres_pool(est, n_classes: int) -> bool:
     """Whether ``fit`` centres the kernels in feature space: the named pool ``"bsvm16"`` under
     the default prior, with three or more classes (C ≥ 3 one-vs-all classifiers).
 
-    Why (docs/math.md §7.2; ``benchmarks/results/prior_accuracy*.md``). Under
-    f = K_w a with a ~ N(0, ν), a kernel's prior variance of f at x is Σ_i K(x, x_i)²: on mfeat's
-    standardised features 337 for the widest Gaussian (σ = 64, nearly constant, so ≈ N) against
-    15 centred. One-vs-all classifiers (nine negatives per positive on 10 classes) need large
-    offsets; the uncentred posterior carried them with that kernel (0.91 of the weight) and
-    underfit, while centred the bias carries them: on mfeat-fou (500 points, 10 classes) test
-    accuracy +5.0 points and log-loss −0.148, glass log-loss −0.033. On binary sets centring
-    raised sonar's and heart's log-loss by 0.03, so two classes are not centred (in either
-    ``binary_mode``: the two one-vs-all problems of ``"ova"`` are one problem mirrored); nor is
+    Why (docs/math.md §7.2): under f = K_w a with a ~ N(0, ν), a kernel's prior variance of f
+    at x is Σ_i K(x, x_i)², which for a nearly constant wide Gaussian is about N. One-vs-all
+    classifiers of many classes need large offsets, which uncentred such a kernel carries (and
+    the fit underfits); centred, the bias carries them. Two classes are not centred (in either
+    ``binary_mode``: the two one-vs-all problems of ``"ova"`` are one problem mirrored), nor is
     the paper's preset, which reproduces the paper's set-up.
     """
     named = isinstance(est.kernels, str) and est.kernels == "bsvm16"

@@ -1,61 +1,49 @@
 """``BM3KLClassifier``: a scikit-learn classifier around the BM3KL Gibbs sampler.
 
-The estimator is a thin shell: :class:`~bayesmkl.kernels.input.KernelInput` builds the training
-kernels ``K: (P, N, N)``, :func:`~bayesmkl.model.classification.signed_targets` the ±1 targets
-``delta: (C, N)``,
-:class:`~bayesmkl.sampler.sampler.BM3KL` (run by NumPyro's ``MCMC``) draws
-``(e, w, a, b, λ, ν, ς)``, and :mod:`bayesmkl.posterior.predictive` turns draws and test kernels
-``(P, M, N)``
-into decision values and probabilities. Prediction, the calibration map and the DataTree are
-:class:`~bayesmkl.posterior.classification.PosteriorMixin`; seeds, the compilation cache, validation
-and the
-run-length monitor :mod:`bayesmkl.estimators._fitting`. ArviZ output lives in
-:mod:`bayesmkl.posterior.diagnostics`,
-figures in :mod:`bayesmkl.plots`, files in :mod:`bayesmkl.io`.
+The estimator is a thin shell over :class:`~bayesmkl.estimators._base.BM3KLBase`, which runs
+the chains: :class:`~bayesmkl.kernels.input.KernelInput` builds the training kernels
+``K: (P, N, N)``, :func:`~bayesmkl.model.classification.signed_targets` the ±1 targets
+``delta: (C, N)``, :class:`~bayesmkl.sampler.sampler.BM3KL` draws ``(e, w, a, b, λ, ν, ς)``,
+and the pure functions of :mod:`bayesmkl.posterior` turn draws and kernels into decision values
+(computed once per fit at the training points), the calibration map, probabilities and the
+ArviZ DataTree. Figures live in :mod:`bayesmkl.plots`, files in :mod:`bayesmkl.io`.
 """
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
-from numpyro.infer import MCMC
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.base import ClassifierMixin
+from sklearn.utils.validation import check_is_fitted
 
-from bayesmkl import io
 from bayesmkl.config import with_x64
+from bayesmkl.estimators._base import BM3KLBase
 from bayesmkl.estimators._fitting import (
-    AUTO_CHUNK,
     EXTRA_FIELDS,
-    RUN_CHUNK,
     describe_quantity,
     enable_compilation_cache,
     make_rng_key,
     resolve_hyper,
-    run_monitor,
-    set_fitted_attributes,
     unconverged_message,
     validate_fit_input,
-    validate_params,
 )
-from bayesmkl.estimators._params import BM3KL_PARAMS
+from bayesmkl.estimators._params import CLASSIFIER_CONSTRAINTS
+from bayesmkl.estimators._validation import validate_labels
 from bayesmkl.estimators._weights import MAX_SAMPLE_WEIGHT, effective_sample_weight
 from bayesmkl.model.classification import signed_targets
+from bayesmkl.posterior import calibration as _calibration
+from bayesmkl.posterior import classification as _post
 from bayesmkl.posterior import diagnostics
-from bayesmkl.posterior.checks import check_draws
-from bayesmkl.posterior.classification import PosteriorMixin
+from bayesmkl.posterior import loo as _loo
+from bayesmkl.posterior.checks import check_decision_scale, check_predictions
+from bayesmkl.posterior.predictive import mean_decision, posterior_decision_values
 from bayesmkl.sampler import resume as _resume
-from bayesmkl.sampler.chains import resolve_chain_method
-from bayesmkl.sampler.runlength import sample_until_converged
-from bayesmkl.sampler.runner import ChainRunner, hold_programs_for
 from bayesmkl.sampler.sampler import BM3KL
 from bayesmkl.sampler.state import capped_loops
 
 __all__ = ["BM3KLClassifier", "EXTRA_FIELDS", "enable_compilation_cache", "make_rng_key"]
 
 
-class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
+class BM3KLClassifier(ClassifierMixin, BM3KLBase):
     """Bayesian maximum-margin multiple kernel learning (BM³KL; Du et al., ECML PKDD 2016).
 
     Learns a posterior over kernel weights ``w`` on the simplex (shared by all one-vs-all
@@ -86,10 +74,9 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         every
         hyper-parameter left at ``None`` below is taken: ``"default"`` (η = 2, α_a = 1, β_a = 1,
         κ = 1, τ = 1, γ₀ = 1) or ``"paper"`` (η = 1, α_a = 1, β_a = 0.1, κ = 1e-10, τ = 1e-4,
-        γ₀ = 100). On breast cancer, 4 chains of 300 + 500 sweeps reach a smallest bulk ESS
-        (over the weights and held-in decision values) of 6.5 and R-hat 1.65 under the paper's
-        prior, 253 and 1.025 under the default, at the same test accuracy
-        (``benchmarks/results/prior_study.md``). ``fit`` refuses values outside the ranges of
+        γ₀ = 100). The chains mix far faster under the default prior than under the paper's,
+        at the same test accuracy (docs: design decisions). ``fit`` refuses values outside the
+        ranges of
         :mod:`bayesmkl.model.bounds`, where the sampler's arithmetic stays finite.
     eta : float or array (P,), default=None
         η, Dirichlet concentration of w (default prior: 2; paper: 1); above 1 it keeps w off
@@ -127,7 +114,7 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         Update of the TPBN scales ν. ``"gibbs"``: ν | a, ς then ς | ν (docs/math.md §3.3).
         ``"collapsed"``: each ν_ci | w, λ, ν_{−ci} with a, b, ς integrated out
         (:mod:`bayesmkl.sampler.tpbn`; exact, ν truncated at 1e8; about twice the cost per
-        sweep; measured under the paper's prior in benchmarks/results/nu_collapsed.md).
+        sweep).
     num_warmup : int, default=300
         Gibbs sweeps discarded, during which the exact moves tune step size and mass matrix
         (paper: 200 − 20).
@@ -153,8 +140,7 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
     ess_target : float, default=400
         Smallest bulk ESS (all chains together) accepted by ``num_samples="auto"``.
     max_samples : int, default=5000
-        Budget of post-warm-up sweeps per chain for ``num_samples="auto"`` (measured: ≤ 1,500
-        on 7 data sets, 4,450 on glass; ``benchmarks/results/convergence.md``).
+        Budget of post-warm-up sweeps per chain for ``num_samples="auto"``.
     max_time : float or None, default=None
         Wall-clock budget in seconds for ``num_samples="auto"`` (warm-up included, calibration
         refits excluded; each refit runs as many sweeps as the main fit used).
@@ -168,9 +154,8 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         binary classifier, ``T_c·f_c + β_c`` (a temperature and an intercept per class)
         otherwise — with the map fitted at the end of :meth:`fit` on held-out decision draws.
         ``"loo"``: PSIS-LOO-weighted draws of the one posterior, no refit
-        (:func:`bayesmkl.posterior.loo.loo_calibrator`); under the default prior its test log-loss
-        matched the 3-fold map's within 0.013 on 7 data sets
-        (``benchmarks/results/calibration_loo.md``); it warns when more than 30% of the points
+        (:func:`bayesmkl.posterior.loo.loo_calibrator`), which under the default prior is close
+        to the 3-fold map; it warns when more than 30% of the points
         have Pareto k̂ > 0.7, and under ``prior="paper"``. ``"cv"`` (3 folds) or an int
         k ≥ 2: out-of-fold draws of k refits (cost: k extra fits on (k−1)/k of the data; see
         :mod:`bayesmkl.posterior.calibration`); needed by :meth:`loo_kfold`.
@@ -262,7 +247,9 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
     (5, 2)
     """
 
-    _param_defaults = BM3KL_PARAMS
+    _parameter_constraints = CLASSIFIER_CONSTRAINTS
+    _inference_library = "bayesmkl (BM3KL Gibbs sampler in NumPyro)"
+    _saved_as = "BM3KLClassifier"
 
     def __init__(
         self, kernels="bsvm16", *, prior="default", eta=None, alpha_a=None, beta_a=None,
@@ -305,9 +292,6 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
 
     # validation ---------------------------------------------------------------------------
 
-    def _validate_params(self):
-        validate_params(self)
-
     def _validate_fit_input(self, X, y):
         """Validated ``(kernel input, K (P, N, N), classes, codes, y)``; sets ``n_features_in_``."""
         return validate_fit_input(self, X, y)
@@ -349,110 +333,334 @@ class BM3KLClassifier(PosteriorMixin, ClassifierMixin, BaseEstimator):
         data = (K, delta) if sw is None else (K, delta, sw)
         fingerprint = _resume.data_fingerprint(K, delta, np.asarray(y), sw)
         prev = _resume.previous(self, fingerprint) if self.warm_start else None
-        if prev is None:
-            key, seed = make_rng_key(self.random_state)
-        else:  # continue the stored chains: their own keys, no new warm-up
-            seed = prev.seed
-        enable_compilation_cache()  # a no-op when on already, or off by $BAYESMKL_CACHE_DIR
-        hold_programs_for((K.shape, delta.shape, str(K.dtype), sw is None))  # bounded memory
-        warmup = 0 if prev is not None else int(self.num_warmup)
-        hyper = resolve_hyper(self)
-        kernel = BM3KL(
-            *hyper, move=self.sampler, step_size=self.step_size, n_leapfrog=int(self.n_leapfrog),
-            nu_update=self.nu_update, adapt_sweeps=int(self.num_warmup),
-        )  # fmt: skip
-        auto = self.num_samples == "auto"
-        chain_method = resolve_chain_method(self.chain_method, int(self.num_chains))
-        n_fixed = None if auto else int(self.num_samples)
-        # chunks of RUN_CHUNK sweeps; the last never runs past the budget (sample_until_converged)
-        budget = int(self.max_samples) if auto else n_fixed
-        chunk = min(RUN_CHUNK, max(1, warmup + budget))
-        monitor = run_monitor(K, seed)
-        if chain_method == "vectorized":  # compiled once per configuration (inference/runner)
-            points = monitor.points if prev is None else None  # earlier draws: monitor them all
-            mcmc = ChainRunner(kernel, int(self.num_chains), chunk, monitor_points=points)
-        else:
-            mcmc = MCMC(
-                kernel, num_warmup=0, num_samples=chunk, num_chains=int(self.num_chains),
-                chain_method=chain_method, jit_model_args=True, progress_bar=False,
+
+        def make_kernel():
+            return BM3KL(
+                *resolve_hyper(self), move=self.sampler, step_size=self.step_size,
+                n_leapfrog=int(self.n_leapfrog), nu_update=self.nu_update,
+                adapt_sweeps=int(self.num_warmup),
             )  # fmt: skip
-        earlier = None
-        if prev is not None:
-            mcmc.post_warmup_state = prev.mcmc_state()
-            key = mcmc.post_warmup_state.rng_key
-            earlier = _resume.earlier_run(self)
-        draws, extra, report = sample_until_converged(
-            mcmc, key, data, monitor, num_warmup=warmup, extra_fields=EXTRA_FIELDS,
-            rhat_target=float(self.rhat_target), ess_target=float(self.ess_target),
-            max_samples=budget,
-            max_time=self.max_time, resume=earlier, check_every=AUTO_CHUNK, fixed=not auto,
-            max_kept=1_000 if auto else 2**62,  # a fixed length keeps every draw, as asked
-            progress=bool(self.progress_bar) and isinstance(chain_method, str),
-        )  # fmt: skip
-        self._resume = _resume.new_point(self, mcmc.last_state, fingerprint, seed)
-        self._set_fitted(
-            kernel_input=kin, classes=classes, y_train=y, posterior=draws,
-            sample_stats=diagnostics.sample_stats_from_extra(extra),
-            n_iter=int(self.num_warmup) + int(report.num_samples), random_seed=seed,
-            run_report_=report,
-        )  # fmt: skip
-        bits = np.atleast_1d(np.asarray(mcmc.last_state.capped))
-        check_draws(
-            self.posterior_, self.sample_stats_, num_warmup=int(self.num_warmup),
-            capped={c: capped_loops(b) for c, b in enumerate(bits)},
-            settings={k: getattr(self, k) for k in ("sampler", "step_size", "num_warmup")},
-        )  # fmt: skip
-        if not report.converged:
-            worst = describe_quantity(
-                report.worst, self.kernel_names_, classes, monitor.points, delta.shape[0]
-            )
-            msg = unconverged_message(report, worst, self.rhat_target, self.ess_target)
-            warnings.warn(msg, ConvergenceWarning, stacklevel=3)
+
+        run = self._sample(
+            make_kernel, data, K, hold=(K.shape, delta.shape, str(K.dtype), sw is None), prev=prev
+        )
+        self._resume = _resume.new_point(self, run.last_state, fingerprint, run.seed)
+        self._finish(run, kernel_input=kin, classes=classes, y_train=y)
         reuse = prev is not None and prev.calibration == self.calibration
         self._fit_calibration(K, y, sw, reuse_map=reuse)
         return self
 
-    def _set_fitted(
-        self, *, kernel_input, classes, y_train, posterior, sample_stats, n_iter, random_seed,
-        **attrs,
-    ):  # fmt: skip
-        """Set the fitted attributes; the one place both :meth:`fit` and :meth:`load` use.
+    def _capped_loops(self, bits) -> list:
+        return capped_loops(bits)
 
-        ``attrs`` are further fitted attributes set as given (names must end in ``_``: e.g.
-        ``run_report_``, ``calibrator_``, ``n_features_in_``). ``kernel_names_``,
-        ``kernel_weights_`` (the posterior mean of w) and ``gamma0_`` (the γ0 the draws were
-        made with, which the raw prediction rule uses) are derived here.
-        """
+    def _unconverged_message(self, report, points) -> str:
+        n_classifiers = self.posterior_["b"].shape[-1]
+        worst = describe_quantity(
+            report.worst, self.kernel_names_, self.classes_, points, n_classifiers
+        )
+        return unconverged_message(report, worst, self.rhat_target, self.ess_target)
+
+    def _set_fitted(self, *, classes, **fitted):
+        """Set the fitted attributes (both :meth:`fit` and :meth:`load` use it): ``classes_``
+        and ``gamma0_`` (the γ0 the draws were made with, which the raw prediction rule uses),
+        then those of :meth:`BM3KLBase._set_fitted
+        <bayesmkl.estimators._base.BM3KLBase._set_fitted>`."""
         self.gamma0_ = float(resolve_hyper(self).gamma0)
-        self.kernel_input_ = kernel_input
-        self.kernel_names_ = list(kernel_input.names)
         self.classes_ = np.asarray(classes)
-        self.y_train_ = np.asarray(y_train)
-        self.posterior_ = {k: np.asarray(v) for k, v in posterior.items()}
-        self.sample_stats_ = {k: np.asarray(v) for k, v in sample_stats.items()}
-        self.kernel_weights_ = self.posterior_["w"].mean(axis=(0, 1))
-        self.n_iter_ = int(n_iter)
-        self.random_seed_ = int(random_seed)
-        set_fitted_attributes(self, attrs)
-        return self
+        return super()._set_fitted(**fitted)
 
-    def save(self, path) -> None:
-        """Save the fitted classifier as one netCDF file (see :func:`bayesmkl.io.save`)."""
-        io.save(self, path)
+    def _fit_calibration(self, K, y, sample_weight=None, reuse_map=False):
+        """Calibration map and training log-likelihood (called once, at the end of :meth:`fit`).
 
-    @classmethod
-    def load(cls, path, *, verify: bool = True) -> BM3KLClassifier:
-        """Load a classifier written by :meth:`save`.
-
-        Its predictions equal those of the saved classifier. The file's checksums, groups and
-        draws are verified by :func:`bayesmkl.io.read`, which raises ``FileNotFoundError`` or
-        a ``ValueError`` naming the file when it is missing, damaged (a format-2 file without
-        its checksums included) or not a saved model; ``verify=False`` skips the checksums.
+        The decision values of every draw at the training points are computed once, here, and
+        serve both. Sets ``calibrator_`` (``None`` for ``calibration=None``),
+        ``oof_log_predictive_`` (the calibrated held-out log predictive of each training point)
+        and ``log_likelihood_`` ``(chains, draws, N)``: per draw, the log probability of each
+        training label under the fitted rule. ``K`` are the training kernels ``(P, N, N)``;
+        ``sample_weight`` the effective weights of :meth:`fit` (or ``None``): the fold refits
+        use them and the map minimises the weighted held-out log-loss. ``reuse_map``: keep
+        ``calibrator_`` and ``oof_log_predictive_`` of the fit that a ``warm_start`` fit
+        continued (only ``log_likelihood_`` is recomputed).
         """
-        params, fitted = io.read(path, verify=verify, known_params=cls._get_param_names())
-        return cls(**params)._set_fitted(**fitted)
+        _, codes = validate_labels(y, len(y))
+        F = np.asarray(posterior_decision_values(self.posterior_, K))  # (S, N, C), once
+        if not reuse_map:
+            self.calibrator_ = None
+            self.oof_log_predictive_ = None
+        if self.calibration == "loo" and not reuse_map:
+            delta = signed_targets(codes, len(self.classes_), self.binary_mode)
+            self.calibrator_, self.oof_log_predictive_ = _post.loo_calibration(
+                F, codes, delta, gamma0=self.gamma0_, sample_weight=sample_weight,
+                always_warn=self.prior == "paper",
+            )  # fmt: skip
+        elif self.calibration is not None and not reuse_map:
+            n_folds = _calibration.DEFAULT_FOLDS if self.calibration == "cv" else self.calibration
+            draws, index = _calibration.crossfit_decision_draws(
+                self, K, y, n_folds=int(n_folds), seed=self.random_seed_,
+                sample_weight=sample_weight,
+            )  # fmt: skip
+            self.calibrator_, self.oof_log_predictive_ = _post.crossfit_calibration(
+                draws, index, codes, gamma0=self.gamma0_, sample_weight=sample_weight
+            )
+        check_decision_scale(F, training=True)
+        self.log_likelihood_ = _post.label_log_likelihood(
+            F, codes, self.posterior_["w"].shape[:2], gamma0=self.gamma0_,
+            calibrator=self._calibrator(),
+        )  # fmt: skip
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.non_deterministic = self.random_state is None
-        return tags
+    # ------------------------------------------------------------------------------------
+    # prediction
+    # ------------------------------------------------------------------------------------
+
+    @with_x64
+    def decision_draws(self, X) -> np.ndarray:
+        """Per-draw decision values f.
+
+        Parameters
+        ----------
+        X : array (M, d), or array (P, M, N) with ``kernels="precomputed"``
+
+        Returns
+        -------
+        ndarray (S, M, C)
+            S = chains · draws, chain-major.
+
+        Raises ``NonFinitePredictionError`` for non-finite values and warns
+        (``ExtremeDecisionWarning``) for rows whose ``|f|`` exceeds 1e8 (the margin is at 1): their
+        test kernels or features lie far outside the training range.
+        """
+        Kt = self._test_kernels(X)
+        F = posterior_decision_values(self.posterior_, Kt)
+        F = check_predictions(F, "decision values", posterior=self.posterior_)
+        check_decision_scale(F)
+        return F
+
+    def _calibrator(self):
+        """The calibration map in use: ``None`` with ``calibration=None`` (the raw rule), else
+        ``calibrator_`` (refused when the fit has none)."""
+        if self.calibration is None:
+            return None
+        cal = getattr(self, "calibrator_", None)
+        if cal is None:
+            raise ValueError(
+                f"calibration={self.calibration!r} but this classifier was fitted without a "
+                "calibration map; refit it, or set_params(calibration=None) for the raw rule"
+            )
+        return cal
+
+    def _proba_draws_of(self, F) -> np.ndarray:
+        """Per-draw probabilities ``(S, M, K)`` of decision draws ``F: (S, M, C)`` (checked)."""
+        return _post.proba_draws(F, gamma0=self.gamma0_, calibrator=self._calibrator())
+
+    @with_x64
+    def proba_draws(self, X) -> np.ndarray:
+        """Per-draw predictive probabilities ``(S, M, K)`` (each row sums to 1).
+
+        Calibrated (see ``calibration``), or with ``calibration=None`` the raw σ(ψ(f)) /
+        softmax(ψ(f)) of docs/math.md §6.
+        """
+        return self._proba_draws_of(self.decision_draws(X))
+
+    @with_x64
+    def predict_proba(self, X, return_mcse: bool = False):
+        """Posterior predictive class probabilities (docs/math.md §6, P1).
+
+        Parameters
+        ----------
+        X : array (M, d), or array (P, M, N) with ``kernels="precomputed"``
+        return_mcse : bool, default False
+            Also return the Monte Carlo standard error of each probability: the error of the
+            posterior mean that comes from using finitely many, autocorrelated draws
+            (sd / √ESS with ArviZ's ESS of the mean over the chains; Vehtari et al. 2021). A
+            decision that turns on a difference smaller than a few MCSE needs a longer run.
+
+        Returns
+        -------
+        proba : ndarray (M, K)
+            Mean over draws of the per-draw probabilities (:meth:`proba_draws`: calibrated, or
+            the normalised pseudo-likelihood with ``calibration=None``); rows sum to 1.
+        mcse : ndarray (M, K)
+            Only with ``return_mcse=True``. 0 where a probability does not vary over draws;
+            nan with a single draw per chain.
+        """
+        P = self.proba_draws(X)
+        proba = P.mean(axis=0)
+        if not return_mcse:
+            return proba
+        return proba, _post.probability_mcse(P, self.posterior_["w"].shape[0])
+
+    @with_x64
+    def predict_log_proba(self, X) -> np.ndarray:
+        """Log of :meth:`predict_proba`, by log-sum-exp over draws (finite, no log of 0).
+
+        Returns
+        -------
+        ndarray (M, K)
+        """
+        lp = _post.log_proba_draws(
+            self.decision_draws(X), gamma0=self.gamma0_, calibrator=self._calibrator()
+        )
+        return _calibration.log_predictive(lp, axis=0)
+
+    @with_x64
+    def decision_function(self, X) -> np.ndarray:
+        """Posterior-mean decision values.
+
+        Returns
+        -------
+        ndarray (M,) for the single binary classifier (positive = ``classes_[1]``), else
+        (M, C).
+        """
+        F = np.asarray(mean_decision(self.decision_draws(X)))
+        return F[:, 0] if F.shape[1] == 1 else F
+
+    @with_x64
+    def predict(self, X) -> np.ndarray:
+        """Predicted labels ``(M,)``.
+
+        ``decision="proba"``: ``classes_[argmax predict_proba(X)]`` (docs/math.md P2);
+        ``decision="mean_f"``: argmax of the mean decision value (sign for one binary
+        classifier).
+        """
+        if self.decision == "mean_f":
+            F = self.decision_function(X)
+            idx = (F > 0).astype(int) if F.ndim == 1 else np.argmax(F, axis=1)
+        else:
+            idx = np.argmax(self.predict_proba(X), axis=1)
+        return self.classes_[idx]
+
+    # ------------------------------------------------------------------------------------
+    # ArviZ
+    # ------------------------------------------------------------------------------------
+
+    def to_datatree(self, posterior_predictive: bool = False, *, X=None, random_state=0):
+        """The fit as an ArviZ ``xarray.DataTree`` (see :mod:`bayesmkl.posterior.diagnostics`).
+
+        Parameters
+        ----------
+        posterior_predictive : bool, default False
+            Add ``posterior_predictive.y``: per draw, replicated training labels drawn from
+            that draw's predictive probabilities at the training points (those of
+            :meth:`proba_draws`: calibrated unless ``calibration=None``; for ArviZ's posterior
+            predictive checks, e.g. ``arviz_plots.plot_ppc_pava``, ``plot_ppc_rootogram``).
+            Costs one prediction of the N training points (the training kernels are rebuilt
+            from the pool).
+        X : array (N, d), or array (P, N, N) with ``kernels="precomputed"``, optional
+            The training data, needed with precomputed kernels (the fit keeps no kernels);
+            with a pool the stored training points are used when ``X`` is None.
+        random_state : int, numpy Generator or None, default 0
+            Seed of the replicated labels.
+
+        Returns
+        -------
+        xarray.DataTree
+            ``posterior`` (w, e with a ``kernel`` dimension; a, b, lam, nu, varsigma with
+            ``class``/``obs``), ``sample_stats`` (acceptance_rate, diverging, lp,
+            step_size), ``observed_data`` (y), ``log_likelihood`` (y: per draw, the log
+            probability of each training label under the fitted rule, calibrated unless
+            ``calibration=None`` at fit time), so ``arviz.loo`` and ``arviz.compare`` run on it,
+            and optionally ``posterior_predictive`` (y). ArviZ's PSIS treats the
+            ``log_likelihood`` values as the posterior's own likelihood factors; the sampler's
+            posterior holds the pseudo-likelihood instead, and the estimate is optimistic (see
+            :meth:`loo_kfold`). With ``calibration=None`` ``arviz.loo`` usually fails ("All
+            tail values are the same"); :meth:`loo` says why (the group's attribute
+            ``psis_loo`` too). ``sample_stats`` has no ``energy`` (see
+            :mod:`bayesmkl.posterior.diagnostics`), so ``arviz.plot_energy`` does not apply.
+        """
+        check_is_fitted(self, "posterior_")
+        tree = diagnostics.build_datatree(
+            self.posterior_,
+            self.sample_stats_,
+            kernel_names=self.kernel_names_,
+            classes=self.classes_,
+            y=self.y_train_,
+            log_likelihood=getattr(self, "log_likelihood_", None),
+            attrs={"inference_library": self._inference_library, "sampler": str(self.sampler)},
+        )
+        if not posterior_predictive:
+            return tree
+        return diagnostics.add_posterior_predictive(
+            tree, self._train_proba_draws(X), self.classes_, random_state=random_state
+        )
+
+    @with_x64
+    def _train_proba_draws(self, X=None) -> np.ndarray:
+        """Per-draw probabilities of the training points, ``(chains, draws, N, K)``."""
+        pool = self.kernel_input_.pool
+        if X is not None:
+            P = self.proba_draws(X)
+        elif pool is not None:
+            F = check_predictions(
+                posterior_decision_values(self.posterior_, pool.train_kernels()),
+                "decision values",
+                posterior=self.posterior_,
+            )
+            P = self._proba_draws_of(F)
+        else:
+            raise ValueError(
+                "with kernels='precomputed' the fit keeps no training kernels: pass them, "
+                "to_datatree(posterior_predictive=True, X=K_train) with K_train (P, N, N)"
+            )
+        if P.shape[1] != self.kernel_input_.n_train:
+            raise ValueError(
+                f"X has {P.shape[1]} points but the model was trained on "
+                f"{self.kernel_input_.n_train}: posterior predictive checks need the training data"
+            )
+        chains, draws = self.posterior_["w"].shape[:2]
+        return P.reshape((chains, draws) + P.shape[1:])
+
+    def loo(self, **kwargs):
+        """PSIS-LOO of the training labels, ``arviz.loo(clf.to_datatree())``, or a refusal.
+
+        Refuses (``ValueError``, with the reason and what to do) where PSIS cannot use the
+        log-likelihood and ``arviz.loo`` itself fails with "All tail values are the same": with
+        ``calibration=None`` most training points have probability 1 to machine precision in
+        every draw (see :func:`bayesmkl.posterior.diagnostics.loo_problem`). Where it runs it is
+        optimistic for BM3KL; prefer :meth:`loo_kfold`. ``kwargs`` go to ``arviz.loo``.
+
+        Returns
+        -------
+        arviz_stats.ELPDData
+        """
+        return super().loo(**kwargs)
+
+    def loo_kfold(self):
+        """K-fold cross-validated ELPD of the training labels, as an ArviZ result.
+
+        Reuses the cross-fitting of ``calibration`` (no new fits): ``elpd_i`` is the calibrated
+        log predictive of training point i under the fold fit that held it out. Pass several
+        to ``arviz.compare({"pool A": clf_a.loo_kfold(), "pool B": clf_b.loo_kfold()})`` to
+        compare kernel pools or hyper-parameters.
+
+        Prefer it to ``arviz.loo(clf.to_datatree())``, which runs but is optimistic for BM3KL:
+        under the paper's prior PSIS reweights posterior draws in which every training point
+        is fitted at margin ≈ 1, so it barely moves (on Heart: PSIS elpd/N = −0.06, k-fold
+        −0.42, test log-loss 0.40; see :mod:`bayesmkl.posterior.calibration`).
+
+        Returns
+        -------
+        arviz_stats.ELPDDataLOOKFold
+        """
+        check_is_fitted(self, "posterior_")
+        if getattr(self, "oof_log_predictive_", None) is None or self.calibrator_.n_folds < 2:
+            raise ValueError(
+                "loo_kfold needs a fit calibrated by cross-fitting (calibration='cv' or an int); "
+                "with calibration='loo' the PSIS-LOO log predictives are in oof_log_predictive_"
+            )
+        return _loo.kfold_elpd(
+            self.oof_log_predictive_, self.log_likelihood_, self.calibrator_.n_folds
+        )
+
+    @with_x64
+    def predict_datatree(self, X):
+        """:meth:`to_datatree` plus a ``predictions`` group: per-draw probabilities of ``X``.
+
+        Returns
+        -------
+        xarray.DataTree
+            ``predictions.proba`` has dims ``(chain, draw, obs, class)``.
+        """
+        P = self.proba_draws(X)
+        chains, draws = self.posterior_["w"].shape[:2]
+        P = P.reshape((chains, draws) + P.shape[1:])
+        return diagnostics.add_predictions(self.to_datatree(), P, self.classes_)

@@ -1,70 +1,45 @@
 """``BM3KLRegressor``: Bayesian max-margin multiple-kernel regression (docs/math.md §15).
 
-A thin scikit-learn shell like :class:`~bayesmkl.BM3KLClassifier`: the kernel pool builds
-``K: (P, N, N)``, ``y`` is standardised, :class:`~bayesmkl.sampler.regression.BM3KLReg` draws
-``(e, w, a, b, λ⁺, λ⁻, ν, ς, c, ε)`` in chunks until the run-length targets hold
-(:func:`~bayesmkl.sampler.runlength.sample_until_converged`), and
-:class:`~bayesmkl.posterior.regression.RegressionPosteriorMixin` turns the draws into
-predictive means, intervals, densities and the ArviZ DataTree.
+A thin scikit-learn shell over :class:`~bayesmkl.estimators._base.BM3KLBase`, like
+:class:`~bayesmkl.BM3KLClassifier`: the kernel pool builds ``K: (P, N, N)``, ``y`` is
+standardised, :class:`~bayesmkl.sampler.regression.BM3KLReg` draws
+``(e, w, a, b, λ⁺, λ⁻, ν, ς, c, ε)`` in the base's run of the chains, and the pure functions of
+:mod:`bayesmkl.posterior.regression` turn the draws into predictive means, intervals, densities
+and the training log-likelihood; :func:`bayesmkl.posterior.diagnostics.build_datatree` builds
+the ArviZ DataTree.
 """
 
 from __future__ import annotations
 
-import warnings
+import numbers
 
 import numpy as np
-from numpyro.infer import MCMC
-from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.validation import check_array, column_or_1d, validate_data
+from sklearn.base import RegressorMixin
+from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
 
-from bayesmkl import io
 from bayesmkl.config import with_x64
+from bayesmkl.estimators._base import BM3KLBase
 from bayesmkl.estimators._fitting import (
-    AUTO_CHUNK,
-    EXTRA_FIELDS,
-    RUN_CHUNK,
-    check_loop_bounds,
     check_precomputed_stack,
     describe_quantity,
-    enable_compilation_cache,
     fit_kernel_input,
-    make_rng_key,
     run_monitor,
-    set_fitted_attributes,
     unconverged_message,
 )
-from bayesmkl.estimators._params import BM3KL_REG_PARAMS
-from bayesmkl.estimators._validation import (
-    Interval,
-    Options,
-    check_choice,
-    check_hyper,
-    check_param,
-    check_positive,
-)
-from bayesmkl.kernels.input import NAMED_POOLS
-from bayesmkl.kernels.pool import KernelPool
+from bayesmkl.estimators._params import REGRESSOR_CONSTRAINTS
 from bayesmkl.model.regression import REG_PRIORS, RegHyper, unit_variance_kappa
 from bayesmkl.posterior import diagnostics
-from bayesmkl.posterior.checks import check_draws, scaled_sd
-from bayesmkl.posterior.regression import RegressionPosteriorMixin
-from bayesmkl.sampler.chains import resolve_chain_method
-from bayesmkl.sampler.moves import EXACT_MOVES
+from bayesmkl.posterior import regression as _post
+from bayesmkl.posterior.checks import check_predictions, scaled_sd
 from bayesmkl.sampler.regression import REG_CAPPED_LOOPS, BM3KLReg
-from bayesmkl.sampler.runlength import sample_until_converged
-from bayesmkl.sampler.runner import ChainRunner, hold_programs_for
 
 __all__ = ["BM3KLRegressor"]
 
-_EPSILON = [Options("auto"), Interval("real", 0, None, closed="left")]
-_NOISE_PRIOR = [Interval("real", 0, 1e6, closed="right", description="a number in (0, 1e6]")]
 #: Largest fixed ε in standard deviations of y: 1e100 fits (measured), 1e300 overflows.
 MAX_STD_EPSILON = 1e100
-_RHAT_TARGET = [Interval("real", 1, None, closed="neither", allow_inf=True)]
 
 
-class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
+class BM3KLRegressor(RegressorMixin, BM3KLBase):
     """Bayesian max-margin multiple-kernel regression: BM³KL with the ε-insensitive loss.
 
     The model (docs/math.md §15) keeps the classifier's prior and kernel-weight moves:
@@ -193,7 +168,9 @@ class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
     (5, 2)
     """
 
-    _param_defaults = BM3KL_REG_PARAMS
+    _parameter_constraints = REGRESSOR_CONSTRAINTS
+    _inference_library = "bayesmkl (BM3KL regression Gibbs sampler in NumPyro)"
+    _saved_as = "BM3KLRegressor"
 
     def __init__(
         self, kernels="bsvm16", *, prior="default", eta=None, alpha_a=None, beta_a=None,
@@ -232,32 +209,6 @@ class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
         self.kernel_names = kernel_names
 
     # validation ---------------------------------------------------------------------------
-
-    def _validate_params(self):
-        k = self.kernels
-        named = isinstance(k, str) and k in NAMED_POOLS + ("precomputed",)
-        if not (isinstance(k, KernelPool) or named):
-            raise ValueError(
-                f"kernels={k!r} is not understood: use one of "
-                f"{NAMED_POOLS + ('precomputed',)} or a bayesmkl.KernelPool"
-            )
-        check_choice("prior", self.prior, tuple(REG_PRIORS))
-        for name in RegHyper._fields[:5]:
-            if getattr(self, name) is not None:
-                check_hyper(name, getattr(self, name))
-        check_param("epsilon", self.epsilon, _EPSILON)
-        for name in RegHyper._fields[5:]:
-            check_param(name, getattr(self, name), _NOISE_PRIOR)
-        check_choice("sampler", self.sampler, EXACT_MOVES)
-        check_positive("step_size", self.step_size)
-        check_loop_bounds(self)
-        check_choice("chain_method", self.chain_method, ("sequential", "parallel", "vectorized"))
-        check_param("rhat_target", self.rhat_target, _RHAT_TARGET)
-        check_positive("ess_target", self.ess_target)
-        if self.max_time is not None:
-            check_positive("max_time", self.max_time)
-        if self.kernel_dtype is not None:
-            check_choice("kernel_dtype", str(np.dtype(self.kernel_dtype)), ("float64", "float32"))
 
     def _hyper(self, K) -> RegHyper:
         """The fit's hyper-parameters: the named prior's, with the estimator's own on top; under
@@ -342,88 +293,44 @@ class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
         kin, K, y = self._validate_fit_input(X, y)
         y_mean, y_scale, eps = self._standardise(y)
         ys = ((y - y_mean) / y_scale)[None, :]
-        key, seed = make_rng_key(self.random_state)
-        enable_compilation_cache()
-        hold_programs_for((K.shape, ys.shape, str(K.dtype), "regression"))
-        hyper = self._hyper(K)
-        kernel = BM3KLReg(
-            *hyper, epsilon=eps, move=self.sampler,
-            step_size=self.step_size, n_leapfrog=int(self.n_leapfrog),
-            adapt_sweeps=int(self.num_warmup),
-        )  # fmt: skip
-        auto = self.num_samples == "auto"
-        chain_method = resolve_chain_method(self.chain_method, int(self.num_chains))
-        budget = int(self.max_samples) if auto else int(self.num_samples)
-        warmup = int(self.num_warmup)
-        chunk = min(RUN_CHUNK, max(1, warmup + budget))
-        monitor = _noise_monitor(run_monitor(K, seed))
-        if chain_method == "vectorized":
-            mcmc = ChainRunner(kernel, int(self.num_chains), chunk, monitor_points=monitor.points)
-        else:
-            mcmc = MCMC(
-                kernel, num_warmup=0, num_samples=chunk, num_chains=int(self.num_chains),
-                chain_method=chain_method, jit_model_args=True, progress_bar=False,
+        hyper = None
+
+        def make_kernel():
+            nonlocal hyper
+            hyper = self._hyper(K)
+            return BM3KLReg(
+                *hyper, epsilon=eps, move=self.sampler,
+                step_size=self.step_size, n_leapfrog=int(self.n_leapfrog),
+                adapt_sweeps=int(self.num_warmup),
             )  # fmt: skip
-        draws, extra, report = sample_until_converged(
-            mcmc, key, (K, ys), monitor, num_warmup=warmup, extra_fields=EXTRA_FIELDS,
-            rhat_target=float(self.rhat_target), ess_target=float(self.ess_target),
-            max_samples=budget, max_time=self.max_time, check_every=AUTO_CHUNK,
-            fixed=not auto, max_kept=1_000 if auto else 2**62,
-            progress=bool(self.progress_bar) and isinstance(chain_method, str),
-        )  # fmt: skip
-        self._set_fitted(
-            kernel_input=kin, y_train=y, y_mean=y_mean, y_scale=y_scale, posterior=draws,
-            sample_stats=diagnostics.sample_stats_from_extra(extra),
-            n_iter=warmup + int(report.num_samples), random_seed=seed, run_report_=report,
-        )  # fmt: skip
-        self.kappa_ = float(hyper.kappa)
-        bits = np.atleast_1d(np.asarray(mcmc.last_state.capped))
-        check_draws(
-            self.posterior_, self.sample_stats_, num_warmup=warmup,
-            capped={c: [t for b_, t in REG_CAPPED_LOOPS.items() if int(b) & b_]
-                    for c, b in enumerate(bits)},
-            settings={k: getattr(self, k) for k in ("sampler", "step_size", "num_warmup")},
-        )  # fmt: skip
-        if not report.converged:
-            warnings.warn(self._unconverged_message(report, monitor.points), ConvergenceWarning,
-                          stacklevel=3)  # fmt: skip
-        self.log_likelihood_ = self._train_log_likelihood(K)
-        return self
 
-    def _set_fitted(self, *, kernel_input, y_train, y_mean, y_scale, posterior, sample_stats,
-                    n_iter, random_seed, **attrs):  # fmt: skip
-        """Set the fitted attributes (both :meth:`fit` and :meth:`load` use it); ``attrs`` are
-        further fitted attributes set as given (``run_report_``, ``kappa_``, ...)."""
-        self.kernel_input_ = kernel_input
-        self.kernel_names_ = list(kernel_input.names)
-        self.y_train_ = np.asarray(y_train)
-        self.y_mean_, self.y_scale_ = float(y_mean), float(y_scale)
-        self.posterior_ = {k: np.asarray(v) for k, v in posterior.items()}
-        self.sample_stats_ = {k: np.asarray(v) for k, v in sample_stats.items()}
-        self.kernel_weights_ = self.posterior_["w"].mean(axis=(0, 1))
-        self.epsilon_ = float(self.posterior_["eps"].mean()) * self.y_scale_
-        self.noise_sd_ = float(np.mean(np.sqrt(self._noise_var_draws()))) * self.y_scale_
-        self.n_iter_ = int(n_iter)
-        self.random_seed_ = int(random_seed)
-        set_fitted_attributes(self, attrs)
-        return self
-
-    def save(self, path) -> None:
-        """Save the fitted regressor as one netCDF file (see :func:`bayesmkl.io.save`)."""
-        io.save(self, path)
-
-    @classmethod
-    def load(cls, path, *, verify: bool = True) -> BM3KLRegressor:
-        """Load a regressor written by :meth:`save`; its predictions equal the saved one's.
-
-        :func:`bayesmkl.io.read` verifies the file's checksums, groups and draws and raises
-        ``FileNotFoundError`` or a ``ValueError`` naming the file when it is missing, damaged,
-        or holds another estimator; ``verify=False`` skips the checksums.
-        """
-        params, fitted = io.read(
-            path, verify=verify, estimator="BM3KLRegressor", known_params=cls._get_param_names()
+        run = self._sample(make_kernel, (K, ys), K, hold=(K.shape, ys.shape, str(K.dtype),
+                                                          "regression"))  # fmt: skip
+        self._finish(run, kernel_input=kin, y_train=y, y_mean=y_mean, y_scale=y_scale,
+                     kappa_=float(hyper.kappa))  # fmt: skip
+        F = _post.function_values(self.posterior_, K)  # training function values, once
+        self.log_likelihood_ = _post.target_log_likelihood(
+            F, self.posterior_, self.y_train_, self.y_mean_, self.y_scale_
         )
-        return cls(**params)._set_fitted(**fitted)
+        return self
+
+    def _run_monitor(self, K, seed):
+        return _noise_monitor(run_monitor(K, seed))
+
+    def _capped_loops(self, bits) -> list:
+        return [t for b_, t in REG_CAPPED_LOOPS.items() if int(bits) & b_]
+
+    def _set_fitted(self, *, y_mean, y_scale, **fitted):
+        """Set the fitted attributes (both :meth:`fit` and :meth:`load` use it): ``y_mean_``,
+        ``y_scale_``, those of :meth:`BM3KLBase._set_fitted
+        <bayesmkl.estimators._base.BM3KLBase._set_fitted>` (``kappa_`` among ``fitted``), and
+        the derived ``epsilon_`` and ``noise_sd_``."""
+        self.y_mean_, self.y_scale_ = float(y_mean), float(y_scale)
+        super()._set_fitted(**fitted)
+        self.epsilon_ = float(self.posterior_["eps"].mean()) * self.y_scale_
+        noise_var = _post.noise_var_draws(self.posterior_)
+        self.noise_sd_ = float(np.mean(np.sqrt(noise_var))) * self.y_scale_
+        return self
 
     def _unconverged_message(self, report, points) -> str:
         names = {"c[0]": "the loss scale c", "eps[0]": "the tube half-width epsilon"}
@@ -435,10 +342,107 @@ class BM3KLRegressor(RegressionPosteriorMixin, RegressorMixin, BaseEstimator):
             watched="kernel weight, training function value, c and epsilon",
         )  # fmt: skip
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.non_deterministic = self.random_state is None
-        return tags
+    # prediction ---------------------------------------------------------------------------
+
+    @with_x64
+    def function_draws(self, X) -> np.ndarray:
+        """Per-draw function values f_s(x) in the units of y, ``(S, M)`` (S = chains·draws).
+
+        Their mean is :meth:`predict`; their spread is the uncertainty of the regression
+        function alone, without the noise.
+        """
+        check_is_fitted(self, "posterior_")
+        F = _post.function_values(self.posterior_, self._test_kernels(X))
+        with np.errstate(over="ignore", invalid="ignore"):  # the check below says it
+            mu = self.y_mean_ + self.y_scale_ * F
+        return check_predictions(mu, "function values (in units of y)")
+
+    @with_x64
+    def predict(self, X, return_std: bool = False):
+        """Posterior predictive mean of y (the noise law is symmetric, so it is the mean of f).
+
+        Parameters
+        ----------
+        X : array (M, d), or array (P, M, N) with ``kernels="precomputed"``
+        return_std : bool, default False
+            Also return the posterior predictive standard deviation of y: the spread of f over
+            draws and the noise together, √(Var_s f_s + mean_s s_y² Var(r | c_s, ε_s)).
+
+        Returns
+        -------
+        mean : ndarray (M,)
+        std : ndarray (M,)
+            Only with ``return_std=True``.
+        """
+        mu = self.function_draws(X)
+        return _post.predictive_mean_sd(mu, self.posterior_, self.y_scale_, return_std)
+
+    @with_x64
+    def predict_quantiles(self, X, quantiles=(0.05, 0.5, 0.95)) -> np.ndarray:
+        """Quantiles of the posterior predictive of y: the mixture over draws of f_s(x) plus
+        the ε-insensitive noise of that draw
+        (:func:`~bayesmkl.posterior.regression.mixture_quantiles`).
+
+        Parameters
+        ----------
+        X : array (M, d), or array (P, M, N) with ``kernels="precomputed"``
+        quantiles : float or sequence of float in (0, 1), default (0.05, 0.5, 0.95)
+
+        Returns
+        -------
+        ndarray (M, Q), or (M,) for a single float
+        """
+        q = np.atleast_1d(np.asarray(quantiles, dtype=float))
+        if q.ndim != 1 or not np.all((q > 0) & (q < 1)):
+            raise ValueError(f"quantiles must be numbers in (0, 1); got {quantiles!r}")
+        mu = self.function_draws(X)
+        out = _post.predictive_quantiles(mu, self.posterior_, self.y_scale_, q)
+        return out[:, 0] if np.ndim(quantiles) == 0 else out
+
+    def predict_interval(self, X, coverage: float = 0.9) -> np.ndarray:
+        """Central posterior predictive interval of y with probability ``coverage``,
+        ``(M, 2)`` (lower, upper): the (1 ∓ coverage)/2 quantiles of :meth:`predict_quantiles`."""
+        real = isinstance(coverage, numbers.Real) and not isinstance(coverage, bool)
+        if not (real and 0 < coverage < 1):
+            raise ValueError(f"coverage must be a number in (0, 1); got {coverage!r}")
+        return self.predict_quantiles(X, [(1 - coverage) / 2, (1 + coverage) / 2])
+
+    @with_x64
+    def log_predictive_density(self, X, y) -> np.ndarray:
+        """Pointwise log posterior predictive density of targets ``y`` at ``X``, ``(M,)``:
+        log (1/S) Σ_s p(y | f_s(x), c_s, ε_s), in the units of y (mean it for a test set's
+        mean log predictive density)."""
+        mu = self.function_draws(X)
+        y = np.asarray(y, dtype=float).reshape(-1)
+        if y.shape[0] != mu.shape[1] or not np.all(np.isfinite(y)):
+            raise ValueError(f"y must be {mu.shape[1]} finite numbers; got shape {y.shape}")
+        return _post.log_predictive_density(mu, self.posterior_, self.y_scale_, y)
+
+    @with_x64
+    def sample_predictive(self, X, random_state=0) -> np.ndarray:
+        """One draw of y from the predictive per posterior draw, ``(S, M)`` (for CRPS,
+        posterior predictive checks or custom summaries)."""
+        mu = self.function_draws(X)
+        rng = np.random.default_rng(random_state)
+        return _post.sample_predictive(mu, self.posterior_, self.y_scale_, rng)
+
+    # ArviZ --------------------------------------------------------------------------------
+
+    def to_datatree(self):
+        """The fit as an ArviZ ``xarray.DataTree``
+        (:func:`~bayesmkl.posterior.diagnostics.build_datatree` without classes: ``posterior``
+        with w, e on ``kernel``, a, lam_plus, lam_minus, nu, varsigma on ``obs``, b, c, eps per
+        draw, all on the standardised scale; ``sample_stats``; ``observed_data``; and the
+        ``log_likelihood`` group that ``arviz.loo`` and ``arviz.compare`` read, e.g. to compare
+        kernel pools). Root attributes ``y_mean`` and ``y_scale`` give the standardisation."""
+        check_is_fitted(self, "posterior_")
+        return diagnostics.build_datatree(
+            self.posterior_, self.sample_stats_, kernel_names=self.kernel_names_,
+            y=self.y_train_, log_likelihood=self.log_likelihood_,
+            attrs={"inference_library": self._inference_library,
+                   "sampler": str(self.sampler), "y_mean": self.y_mean_,
+                   "y_scale": self.y_scale_},
+        )  # fmt: skip
 
 
 def _noise_monitor(base):

@@ -11,26 +11,20 @@ The map. Per posterior draw the decision values ``f: (C,)`` become class logits
   of :func:`fit_calibrator` adds Platt's intercept: ``(0, T·f + β)``);
 * C ≥ 2 one-vs-all classifiers: ``z_c = T_c·f_c + β_c`` — a temperature and an intercept per
   class (``β_1 = 0``; ``per_class=False`` of :func:`fit_calibrator` gives one temperature shared
-  by the classes, ``z_c = T·f_c``, the estimator's map until issue 22),
+  by the classes, ``z_c = T·f_c``),
 
 and the predictive is the mean over draws of ``softmax(z)``. The binary map only rescales f, so
-each draw still votes for the class its classifier chose; Platt's intercept, the binary default
-until issue 22, moved that boundary and cost accuracy (sonar 0.832 against 0.844, liver 0.710
-against 0.715, paired over 5 splits) at about the same log-loss
-(``benchmarks/results/calibration_map.md``). The multiclass map is per class because the C
-one-vs-all problems are fitted separately and their decision values need not share a scale: on
-glass (6 classes, 5 splits) it lowered the test log-loss from 0.884 to 0.776 at accuracy 0.711
-against 0.705, and from 0.920 to 0.814 on five fresh splits; on wine it changed log-loss by +0.002
-and accuracy by −0.4 points (``benchmarks/results/calibration_map_multiclass.md``). The map's
+each draw still votes for the class its classifier chose (Platt's intercept,
+``fit_intercept=True``, moves that boundary). The multiclass map is per class because the C
+one-vs-all problems are fitted separately and their decision values need not share a scale. The
+map's
 parameters minimise the log-loss of held-out predictions: leave-one-out by Pareto-smoothed
 importance weights of one posterior (``calibration="loo"``,
 :func:`bayesmkl.posterior.loo.loo_calibrator`),
 or out of fold (K-fold refits, :func:`crossfit_decision_draws`, as ``SVC(probability=True)`` does
-for Platt scaling). A map on f rather than on ψ(f): a temperature on ψ(f) had the same mean test
-log-loss over six binary sets (``calibration_map.md``, variant ``Tψ``). Under the paper's prior
-(γ0 = 100) the importance weights cannot reach the leave-one-out posterior (no draw puts a training
-point on the wrong side; 20–82 % of the points have Pareto k̂ > 0.7 in ``calibration.md``'s "BM3KL
-psis"), and ``"cv"`` is the map to use there.
+for Platt scaling). The map acts on f rather than on ψ(f). Under the paper's prior (γ0 = 100) the
+importance weights cannot reach the leave-one-out posterior (no draw puts a training point on
+the wrong side, and many points have Pareto k̂ > 0.7), and ``"cv"`` is the map to use there.
 
 Shapes: ``F: (S, M, C)`` decision draws (S draws, M points, C classifiers), ``K`` classes
 (``K = 2`` when ``C = 1``), ``codes: (M,)`` integer labels in ``0 … K−1``.
@@ -241,9 +235,7 @@ def fit_calibrator(
     gamma0 : float
         γ0 of the model; bounds T by the raw rule's slope 2 + 2√(1 + 2γ0), so calibration never
         sharpens the raw rule (and T stays finite when the held-out points are separable). The
-        bound binds for the PSIS-LOO map on well-separated sets, and it helps there: raised to
-        10, 20, 50 and 1000, the test log-loss rose on every step on sonar (0.312 → 0.382) and
-        ionosphere (0.180 → 0.484) (``benchmarks/results/calibration_bound.md``).
+        bound binds for the PSIS-LOO map on well-separated sets.
     log_weights : list of arrays (S_k, n_k), optional
         Normalised log weights of the draws per point (e.g. PSIS-LOO weights); default uniform.
     n_folds : int, optional
@@ -254,8 +246,7 @@ def fit_calibrator(
     fit_intercept : bool, default False
         Single binary classifier only: also fit a Platt intercept β (logits ``(0, T·f + β)``).
         Off by default, so the map only rescales f and the predicted class is the classifier's
-        own (mean over draws of σ(T·f) above ½); an intercept fitted on the held-out draws cost
-        accuracy without improving log-loss (``benchmarks/results/calibration_map.md``).
+        own (mean over draws of σ(T·f) above ½).
     per_class : bool, default False
         C ≥ 2 classifiers only (ignored for C = 1): after the shared temperature, fit a
         temperature and an intercept per class (2C − 1 parameters, ``β_1 = 0``; each ``T_c``

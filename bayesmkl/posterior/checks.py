@@ -398,6 +398,10 @@ def scaled_sd(x):
     return np.where(low, scaled, sd)
 
 
+#: The package's directory: warnings that point at the first caller outside it skip its files.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def check_kernel_scale(K, names) -> None:
     """Warn (:class:`KernelScaleWarning`) about precomputed training kernels ``K (P, N, N)``
     whose mean diagonal is outside :data:`KERNEL_SCALE_RANGE`.
@@ -421,5 +425,5 @@ def check_kernel_scale(K, names) -> None:
             "for training rows and k(x, x_j) / sqrt(k(x, x) K[j, j]) for test rows (or divide "
             "it by its mean diagonal, training and test alike).",
             KernelScaleWarning,
-            skip_file_prefixes=(os.path.dirname(__file__),),
+            skip_file_prefixes=(_PACKAGE_DIR,),
         )

@@ -1,4 +1,5 @@
-"""ArviZ ``DataTree`` building for BM3KL fits (pure functions from arrays and names).
+"""ArviZ ``DataTree`` building for BM3KL fits, classifier and regressor (pure functions from
+arrays and names).
 
 Groups and dimensions (``chain``, ``draw`` lead every posterior and sample-stat variable):
 
@@ -22,6 +23,10 @@ log_likelihood            ``y``                   (chain, draw, obs)  (when give
 predictions               ``proba``               (chain, draw, obs, class)  (only from
                                                   :func:`add_predictions`)
 ========================  ======================  ==========================================
+
+A regression's tree (``classes=None``) has no ``class`` dimension: its ``a``, ``lam_plus``,
+``lam_minus``, ``nu``, ``varsigma`` are ``(chain, draw, obs)``, ``b``, ``c`` and ``eps``
+``(chain, draw)`` (all on the standardised scale), and ``observed_data.y`` holds the targets.
 
 ``lp`` is ``-potential_energy`` of the augmented model (the log joint up to a constant).
 
@@ -71,6 +76,7 @@ __all__ = [
     "MIN_PSIS_DRAWS",
     "NO_ENERGY",
     "POSTERIOR_DIMS",
+    "SQUEEZED",
     "add_posterior_predictive",
     "add_predictions",
     "build_datatree",
@@ -78,6 +84,7 @@ __all__ = [
     "loo",
     "loo_problem",
     "sample_stats_to_arviz",
+    "unsqueeze_posterior",
 ]
 
 #: The class dimension of every group. Why "class": its values are class labels wherever it
@@ -96,9 +103,16 @@ POSTERIOR_DIMS = {
     "a": [CLASS_DIM, "obs"],
     "b": [CLASS_DIM],
     "lam": [CLASS_DIM, "obs"],
+    "lam_plus": [CLASS_DIM, "obs"],
+    "lam_minus": [CLASS_DIM, "obs"],
     "nu": [CLASS_DIM, "obs"],
     "varsigma": [CLASS_DIM, "obs"],
 }
+
+#: A regression's sites stored with a classifier axis of length 1 (the classifier's layout),
+#: which its DataTree drops: ``(chain, draw, 1[, obs])`` in ``posterior_``, ``(chain, draw[,
+#: obs])`` in the tree.
+SQUEEZED = ("a", "b", "lam_plus", "lam_minus", "nu", "varsigma")
 
 
 def classifier_labels(classes, n_classifiers: int) -> list:
@@ -184,30 +198,34 @@ def build_datatree(
     sample_stats: dict,
     *,
     kernel_names,
-    classes,
+    classes=None,
     y=None,
     log_likelihood=None,
     attrs: dict | None = None,
 ) -> xr.DataTree:
-    """Build the ArviZ ``DataTree`` of a BM3KL fit.
+    """Build the ArviZ ``DataTree`` of a BM3KL fit, classifier or regressor.
 
     Parameters
     ----------
     posterior : dict of str → array
         Draws with a leading chain axis: ``w, e: (chains, draws, P)``,
-        ``a, lam, nu, varsigma: (chains, draws, C, N)``, ``b: (chains, draws, C)``. Sites not
-        present are skipped; unknown sites get ArviZ's default dimension names.
+        ``a, lam, nu, varsigma: (chains, draws, C, N)``, ``b: (chains, draws, C)``; a
+        regression's ``lam_plus, lam_minus`` like ``lam`` and ``c, eps: (chains, draws)``. Sites
+        not present are skipped; unknown sites get ArviZ's default dimension names.
     sample_stats : dict of str → array (chains, draws)
         NumPyro names (``accept_prob``, ``diverging``, ``step_size``, ``potential_energy``) or
         ArviZ names (see :func:`sample_stats_to_arviz`).
     kernel_names : sequence of str, length P
-    classes : array (K,)
+    classes : array (K,), optional
         Class labels (the ``class`` coordinate: the classes of the C one-vs-all problems).
+        ``None`` for a regression: its one function's axis of length C = 1 is dropped
+        (:data:`SQUEEZED`), so ``a`` has dims ``(chain, draw, obs)``.
     y : array (N,), optional
-        Training labels, stored in ``observed_data``.
+        Training labels or targets, stored in ``observed_data`` (a regression's as floats).
     log_likelihood : array (chains, draws, N), optional
         Pointwise log-likelihood of the training labels (group ``log_likelihood``, variable
-        ``y``), which ``arviz.loo`` and ``arviz.compare`` read.
+        ``y``), which ``arviz.loo`` and ``arviz.compare`` read; its attribute ``psis_loo`` says
+        why PSIS cannot use it, where it cannot (:func:`loo_problem`).
     attrs : dict, optional
         Root attributes.
 
@@ -218,24 +236,32 @@ def build_datatree(
         ``log_likelihood``) ``log_likelihood``.
     """
     posterior = {k: np.asarray(v) for k, v in posterior.items()}
-    C = (
-        posterior["a"].shape[2]
-        if "a" in posterior
-        else (posterior["b"].shape[2] if "b" in posterior else 1)
-    )
-    N = posterior["a"].shape[3] if "a" in posterior else (len(y) if y is not None else 0)
-    coords = {
-        "kernel": [str(n) for n in kernel_names],
-        CLASS_DIM: classifier_labels(classes, C),
-        "obs": np.arange(N),
-    }
-    dims = {k: v for k, v in POSTERIOR_DIMS.items() if k in posterior}
+    if classes is None:  # a regression: one function, its classifier axis dropped
+        posterior = {k: v[:, :, 0] if k in SQUEEZED else v for k, v in posterior.items()}
+        site_dims = {k: [d for d in v if d != CLASS_DIM] for k, v in POSTERIOR_DIMS.items()}
+        N = len(y) if y is not None else 0
+        coords = {"kernel": [str(n) for n in kernel_names], "obs": np.arange(N)}
+    else:
+        site_dims = POSTERIOR_DIMS
+        C = (
+            posterior["a"].shape[2]
+            if "a" in posterior
+            else (posterior["b"].shape[2] if "b" in posterior else 1)
+        )
+        N = posterior["a"].shape[3] if "a" in posterior else (len(y) if y is not None else 0)
+        coords = {
+            "kernel": [str(n) for n in kernel_names],
+            CLASS_DIM: classifier_labels(classes, C),
+            "obs": np.arange(N),
+        }
+    dims = {k: v for k, v in site_dims.items() if k in posterior}
     data = {
         "posterior": posterior,
         "sample_stats": sample_stats_to_arviz(sample_stats),
     }
     if y is not None:
-        data["observed_data"] = {"y": _storable(np.asarray(y))}
+        y = np.asarray(y, dtype=float) if classes is None else _storable(np.asarray(y))
+        data["observed_data"] = {"y": y}
         dims["y"] = ["obs"]
     group_attrs = {"sample_stats": {"energy": NO_ENERGY}}
     if log_likelihood is not None:
@@ -247,6 +273,13 @@ def build_datatree(
     if attrs:
         group_attrs["/"] = dict(attrs)
     return from_dict(data, coords=coords, dims=dims, attrs=group_attrs, check_conventions=False)
+
+
+def unsqueeze_posterior(posterior: dict) -> dict:
+    """Inverse of a regression tree's layout (:data:`SQUEEZED`): the posterior draws as
+    ``BM3KLRegressor.posterior_`` holds them."""
+    return {k: (np.asarray(v)[:, :, None] if k in SQUEEZED else np.asarray(v))
+            for k, v in posterior.items()}  # fmt: skip
 
 
 def loo_problem(log_likelihood) -> str | None:

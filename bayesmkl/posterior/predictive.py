@@ -91,3 +91,16 @@ def predictive_proba(F, gamma0):
 def mean_decision(F):
     """Posterior mean decision values ``(M, C)`` (the ``decision="mean_f"`` rule)."""
     return jnp.mean(F, axis=0)
+
+
+def flat_draws(posterior: dict, sites=("w", "a", "b")) -> tuple:
+    """The draws of ``sites`` with chains and draws merged: ``w (S, P), a (S, C, N), b (S, C)``
+    for the default sites (S = chains · draws, chain-major)."""
+    return tuple(posterior[k].reshape((-1,) + posterior[k].shape[2:]) for k in sites)
+
+
+def posterior_decision_values(posterior: dict, K):
+    """Decision values ``(S, M, C)`` of every draw of ``posterior`` (``posterior_``'s layout,
+    with a chain axis) at kernel rows ``K: (P, M, N)``: :func:`draw_decision_values` of the
+    merged draws."""
+    return draw_decision_values(*flat_draws(posterior), K)

@@ -31,7 +31,7 @@ SCRIPT = textwrap.dedent(
     os.environ["XLA_FLAGS"] = "{flag}=2"
     import jax
     import numpy as np
-    import bayesmkl.estimators.classifier as est
+    import bayesmkl.estimators._base as est
     from bayesmkl import BM3KLClassifier
     from bayesmkl.datasets import load_demo
     from bayesmkl.sampler.chains import DeviceChains, resolve_chain_method

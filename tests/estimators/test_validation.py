@@ -18,10 +18,10 @@ from bayesmkl.estimators._validation import (
     check_param,
     check_positive,
     is_int,
-    signed_targets,
     validate_labels,
     validate_params,
 )
+from bayesmkl.model.classification import signed_targets
 
 POSITIVE = Interval("real", 0, None, closed="neither")
 

@@ -443,7 +443,7 @@ def test_refit_divergence_warning_has_the_main_fits_class(monkeypatch):
     calibration refits warn with ``SamplerDivergenceWarning``, both pointing at the caller."""
     from functools import partial
 
-    from bayesmkl.estimators import classifier as estimator
+    from bayesmkl.estimators import _base as estimator
     from bayesmkl.exceptions import SamplerDivergenceWarning
     from bayesmkl.posterior.checks import check_draws
     from tests.estimators.test_estimator import TINY, tiny_data, tiny_pool
