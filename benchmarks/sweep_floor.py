@@ -27,8 +27,11 @@ triangular-solve flops of every formula are checked against a count over the blo
 
 **The profile**: each block's jitted pure function (from :mod:`bayesmkl.sampler.steps` and the
 modules it calls) timed alone at the shape, on one chain's state after the timed sweeps; a block
-whose time is more than 10× its floor is reported as latency-bound (its time goes to many small
-sequential steps — loop iterations, random-number generation, small kernels — not arithmetic).
+whose time is more than 10× its floor with under 0.1 ms per sequential step is reported as
+latency-bound (its time goes to many small sequential steps — loop iterations, random-number
+generation, small kernels — not arithmetic); one far above its floor in few large steps, as
+above floor. Memory traffic counts only arrays larger than the last-level cache (smaller ones
+may stay cached from sweep to sweep, so counting them would not give a floor).
 
 Blocks: ``phi`` Φ = A·K_m; ``w_M`` M = Φ V⁻¹ Φᵀ and v (the pairwise updates' quadratic form);
 ``w_pairs`` the ⌈4P⌉ sequential pair updates of w; ``hmc`` the collapsed HMC in log e (active
@@ -86,7 +89,7 @@ SWEEPS = {(398, 16, 1): 20, (145, 793, 1): 10, (500, 100, 5): 5, (280, 3088, 40)
 CHAINS = (1, 4)
 #: Load average above which the script refuses to record without ``--allow-load``.
 MAX_LOAD = 1.5
-#: A block is latency-bound when its measured time is above this multiple of its floor.
+#: A block is latency-bound above this multiple of its floor (with small sequential steps).
 LATENCY_FACTOR = 10.0
 #: Kernels above this many bytes in float64 are stored in float32 (as the estimator allows).
 F32_ABOVE = 1.5 * 2**30
@@ -124,13 +127,15 @@ def block_costs(N, P, C, s, L, isz=8, n_pairs=None, llc=32 * 2**20) -> dict:
     phi = P * C * N * f8
     k32 = isz == 4
 
-    def again(nbytes, times):  # re-reads of an array cost traffic only beyond the cache
-        return nbytes * (times if nbytes > llc else 1)
+    def again(nbytes, times=1):  # memory traffic only for arrays beyond the last-level cache
+        return nbytes * times if nbytes > llc else 0
 
     out = {}
     gk = 2.0 * P * C * N * N
-    out["phi"] = dict(gemm=0.0 if k32 else gk, gemm32=gk if k32 else 0.0, bytes=kb + phi, steps=1)
-    out["w_M"] = dict(gemm=2.0 * P * P * C * N + 2.0 * P * C * N, bytes=phi + P * P * f8, steps=1)
+    out["phi"] = dict(gemm=0.0 if k32 else gk, gemm32=gk if k32 else 0.0,
+                      bytes=again(kb) + again(phi), steps=1)  # fmt: skip
+    out["w_M"] = dict(gemm=2.0 * P * P * C * N + 2.0 * P * C * N,
+                      bytes=again(phi) + again(P * P * f8), steps=1)  # fmt: skip
     out["w_pairs"] = dict(gemm=(2.0 * P * P if P > 1 else 0.0), vec=3.0 * P * n_pairs,
                           bytes=again(P * P * f8, max(1, 2 * n_pairs // max(P, 1))),
                           steps=n_pairs if P > 1 else 0)  # fmt: skip
@@ -148,7 +153,8 @@ def block_costs(N, P, C, s, L, isz=8, n_pairs=None, llc=32 * 2**20) -> dict:
             gemm=2.0 * P * C * N * s + ev * ev_dot + mass,  # + Φ of the active points
             chol=ev * C * s1**3 / 3.0, trsm=ev * (2.0 * C * s1**3 + 6.0 * C * s1 * s1),
             chol_n=s1,
-            bytes=P * C * N * s * isz + again(gathered, 2 * ev) + again(P * P * f8, 3 * L),
+            bytes=(again(P * C * N * s * isz) + again(gathered, 2 * ev)
+                   + again(P * P * f8, 3 * L)),
             steps=L + 2,
         )  # fmt: skip
     else:  # the analytic gradient of the conditional of e: two passes over Φ per evaluation
@@ -156,14 +162,14 @@ def block_costs(N, P, C, s, L, isz=8, n_pairs=None, llc=32 * 2**20) -> dict:
                           bytes=again(phi, 2 * ev) + again(P * P * f8, 3 * L),
                           steps=L + 2)  # fmt: skip
     gw = 2.0 * P * N * N
-    out["kw"] = dict(gemm=0.0 if k32 else gw, gemm32=gw if k32 else 0.0, bytes=kb + N * N * f8,
-                     steps=1)  # fmt: skip
+    out["kw"] = dict(gemm=0.0 if k32 else gw, gemm32=gw if k32 else 0.0,
+                     bytes=again(kb) + again(N * N * f8), steps=1)  # fmt: skip
     out["ab"] = dict(gemm=2.0 * C * N**3 + 6.0 * C * N * N, chol=C * N**3 / 3.0,
-                     trsm=2.0 * C * N * N, chol_n=N, bytes=N * N * f8 + 2 * C * N * N * f8,
-                     steps=1)  # fmt: skip
-    out["lam"] = dict(gemm=2.0 * C * N * N, bytes=N * N * f8 + 3 * C * N * f8, steps=1)
-    out["tpbn"] = dict(gemm=0.0, bytes=4 * C * N * f8, steps=1)
-    out["f_logjoint"] = dict(gemm=2.0 * C * N * N, bytes=N * N * f8 + 6 * C * N * f8, steps=1)
+                     trsm=2.0 * C * N * N, chol_n=N,
+                     bytes=again(N * N * f8) + again(2 * C * N * N * f8), steps=1)  # fmt: skip
+    out["lam"] = dict(gemm=2.0 * C * N * N, bytes=again(N * N * f8), steps=1)
+    out["tpbn"] = dict(gemm=0.0, bytes=again(4 * C * N * f8), steps=1)
+    out["f_logjoint"] = dict(gemm=2.0 * C * N * N, bytes=again(N * N * f8), steps=1)
     for v in out.values():
         for k in ("gemm", "gemm32", "chol", "trsm", "vec"):
             v.setdefault(k, 0.0)
@@ -432,11 +438,8 @@ def run_unit(N, P, C, cores, n_sweeps, reps, rates, llc, quick):
         jf = jax.jit(fn)
         jax.block_until_ready(jf(*args))
         t, _ = best_time(jf, *args, reps=reps + 2, min_time=20.0)
-        c = costs[name]
-        floor, by = block_floor_s(c, rates, lambda n: chol[n])
-        blocks[name] = {**c, "floor_ms": floor * 1e3, "bound_by": by, "measured_ms": t * 1e3,
-                        "latency_bound": t > LATENCY_FACTOR * floor}  # fmt: skip
-    floor_chain = sum(b["floor_ms"] for b in blocks.values())
+        blocks[name] = {"measured_ms": t * 1e3}
+    floor_chain = sum(block_floor_s(c, rates, lambda n: chol[n])[0] for c in costs.values()) * 1e3
     for r in rows:
         r.update(N=N, P=P, C=C, cores=cores, floor_ms=floor_chain * r["chains"],
                  ratio=r["sweep_ms"] / (floor_chain * r["chains"]), n_active=s,
@@ -480,24 +483,59 @@ def unit_config(args, shapes) -> dict:
 # =============================================================================================
 # the report
 # =============================================================================================
+def verdict(measured_ms: float, floor_ms: float, steps: int) -> str:
+    """``"near floor"`` (within 3×), ``"latency-bound"`` (over :data:`LATENCY_FACTOR`× and
+    under 0.1 ms per sequential step: many small steps) or ``"above floor"`` (the steps are
+    large, but run far below the measured rates)."""
+    if measured_ms <= 3.0 * floor_ms:
+        return "near floor"
+    if measured_ms > LATENCY_FACTOR * floor_ms and measured_ms / max(steps, 1) < 0.1:
+        return "latency-bound"
+    return "above floor"
+
+
+def unit_floors(res: dict) -> dict:
+    """Each block's costs, floor (ms, per chain), what bounds it, its measured time and
+    verdict, from a unit's shape, rates and measurements (the floor is computed here, from the
+    formulas of :func:`block_costs`, not stored by the worker)."""
+    r0 = res["rows"][0]
+    isz = np.dtype(r0["kernel_dtype"]).itemsize
+    costs = block_costs(r0["N"], r0["P"], r0["C"], r0["n_active"], r0["n_leapfrog"], isz,
+                        None, res["llc_bytes"])  # fmt: skip
+    chol = {int(n): v for n, v in res["chol_rate_flops"].items()}
+    out = {}
+    for name, c in costs.items():
+        floor, by = block_floor_s(c, res["rates"], lambda n: chol[n])
+        m = res["blocks"][name]["measured_ms"]
+        out[name] = {**c, "floor_ms": floor * 1e3, "bound_by": by, "measured_ms": m,
+                     "verdict": verdict(m, floor * 1e3, c["steps"])}  # fmt: skip
+    return out
+
+
 def summarise(store_path: Path, allow_load: bool, start_load) -> tuple[list, str]:
     data = json.loads(store_path.read_text())
     units = data["units"]
     rows, md_blocks = [], []
     for rec in units.values():
         res = rec["result"]
-        rows.extend(res["rows"])
         r0 = res["rows"][0]
+        floors = unit_floors(res)
+        floor_chain = sum(b["floor_ms"] for b in floors.values())
+        for r in res["rows"]:
+            rows.append({**r, "floor_ms": floor_chain * r["chains"],
+                         "ratio": r["sweep_ms"] / (floor_chain * r["chains"])})  # fmt: skip
+        res["blocks"] = floors
         tab = [{"block": name, "GEMM flops": b["gemm"] + b["gemm32"], "chol flops": b["chol"],
                 "bytes": b["bytes"], "seq. steps": b["steps"], "floor ms": b["floor_ms"],
                 "bound by": b["bound_by"], "measured ms": b["measured_ms"],
-                "measured/floor": b["measured_ms"] / max(b["floor_ms"], 1e-12),
-                "latency-bound": "yes" if b["latency_bound"] else "no"}
+                "measured/floor": (b["measured_ms"] / b["floor_ms"] if b["floor_ms"] > 0
+                                   else "no counted work"),
+                "verdict": b["verdict"]}
                for name, b in res["blocks"].items()]  # fmt: skip
         total = sum(b["measured_ms"] for b in res["blocks"].values())
         top = sorted(res["blocks"].items(), key=lambda kv: -kv[1]["measured_ms"])[:3]
         share = ", ".join(f"{n} {b['measured_ms'] / total:.0%}"
-                          + (" (latency-bound)" if b["latency_bound"] else "")
+                          + f" ({b['verdict']})"
                           for n, b in top)  # fmt: skip
         rt = res["rates"]
         md_blocks.append(
@@ -539,10 +577,12 @@ def summarise(store_path: Path, allow_load: bool, start_load) -> tuple[list, str
     md = "\n".join(head) + "\n" + md_table(table, cols, fmt) + "\n## Blocks, per chain\n\n"
     md += (
         "Each block's jitted function timed alone on one chain's state (dispatch included, so "
-        "blocks under ~0.05 ms measure the call, not the work). Latency-bound: measured above "
-        f"{LATENCY_FACTOR:g}× the floor — the time goes to sequential small steps (the "
-        "pair updates' slice-sampling loops, the leapfrog steps, random draws), not to "
-        "arithmetic or memory traffic.\n\n" + "\n".join(md_blocks)
+        "blocks under ~0.05 ms measure the call, not the work). Verdict: *near floor* within 3× "
+        f"its floor; *latency-bound* above {LATENCY_FACTOR:g}× with under 0.1 ms per sequential "
+        "step (the time goes to many small steps: the pair updates' slice-sampling loops, "
+        "random draws, small kernels); *above floor* otherwise (few, large steps that run far "
+        "below the measured rates). Bytes count only arrays larger than the last-level cache.\n\n"
+        + "\n".join(md_blocks)
     )
     return rows, md
 
@@ -578,6 +618,15 @@ def main(argv=None):
     path = args.out.with_suffix(".json")
     if args.fresh and path.exists():
         path.unlink()
+    first_load = None
+    if path.exists():
+        try:
+            old = json.loads(path.read_text())
+            if old.get("units"):  # else the load before the first unit's first timing
+                first = next(iter(old["units"].values()))["result"]["rows"][0]["loadavg"]
+                first_load = old.get("start_loadavg", first)
+        except ValueError:
+            pass
     UnitStore(path, unit_config(args, shapes))  # refuse another configuration before starting
     cache = tempfile.mkdtemp(prefix="sweep-floor-cache-")
     ncpu = len(os.sched_getaffinity(0))
@@ -599,7 +648,11 @@ def main(argv=None):
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     store = UnitStore(path, unit_config(args, shapes))
+    load = first_load if first_load is not None else load  # a resumed run keeps the first's
     rows, md = summarise(path, args.allow_load, load)
+    for rec in store.units.values():  # floors are the summary's (formulas), not the workers'
+        rec["result"]["blocks"] = {n: {"measured_ms": b["measured_ms"]}
+                                   for n, b in rec["result"]["blocks"].items()}  # fmt: skip
     store.save(benchmark="sweep_floor", machine=machine_info(), start_loadavg=load,
                allow_load=bool(args.allow_load), rows=rows)  # fmt: skip
     write_atomic(args.out.with_suffix(".md"), md)
