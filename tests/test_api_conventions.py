@@ -232,6 +232,7 @@ def test_parameter_tables_name_what_the_model_and_sampler_define():
     """The BM3KL tables (JAX-free, for the command line) write out the names of the moves,
     priors, ν updates and named pools; they are the sampler's and the model's, and the
     parameters a warm start compares are the resume module's."""
+    from bayesmkl.estimators import _resume as resume
     from bayesmkl.estimators._params import (
         CLASSIFIER_CONSTRAINTS,
         REGRESSOR_CONSTRAINTS,
@@ -241,7 +242,6 @@ def test_parameter_tables_name_what_the_model_and_sampler_define():
     from bayesmkl.kernels.input import NAMED_POOLS
     from bayesmkl.model.classification import PRIORS
     from bayesmkl.model.regression import REG_PRIORS
-    from bayesmkl.sampler import resume
     from bayesmkl.sampler.moves import EXACT_MOVES, MOVES
     from bayesmkl.sampler.state import NU_UPDATES
 
@@ -251,8 +251,8 @@ def test_parameter_tables_name_what_the_model_and_sampler_define():
     assert choices(clf, "prior") == tuple(PRIORS) and choices(reg, "prior") == tuple(REG_PRIORS)
     assert set(choices(clf, "nu_update")) == set(NU_UPDATES)
     assert choices(clf, "kernels") == choices(reg, "kernels") == (*NAMED_POOLS, "precomputed")
-    assert RESUME_PARAMS["posterior"] == resume.POSTERIOR_PARAMS
-    assert RESUME_PARAMS["chain"] == resume.CHAIN_PARAMS
+    assert resume.POSTERIOR_PARAMS is RESUME_PARAMS["posterior"]  # one list, read there
+    assert resume.CHAIN_PARAMS is RESUME_PARAMS["chain"]
     assert set(RESUME_PARAMS["posterior"] + RESUME_PARAMS["chain"]) <= set(clf)
 
 

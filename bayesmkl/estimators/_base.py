@@ -30,6 +30,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from bayesmkl import io
+from bayesmkl.estimators import _resume
 from bayesmkl.estimators._fitting import (
     AUTO_CHUNK,
     EXTRA_FIELDS,
@@ -44,7 +45,6 @@ from bayesmkl.estimators._validation import validate_params
 from bayesmkl.posterior import diagnostics
 from bayesmkl.posterior.checks import check_draws
 from bayesmkl.posterior.predictive import flat_draws
-from bayesmkl.sampler import resume as _resume
 from bayesmkl.sampler.chains import resolve_chain_method
 from bayesmkl.sampler.runlength import sample_until_converged
 from bayesmkl.sampler.runner import ChainRunner, hold_programs_for
@@ -114,7 +114,7 @@ class BM3KLBase(BaseEstimator):
         hold : tuple
             The key of :func:`~bayesmkl.sampler.runner.hold_programs_for` (the compiled
             programs of other shapes are released).
-        prev : bayesmkl.sampler.resume.ResumePoint, optional
+        prev : bayesmkl.estimators._resume.ResumePoint, optional
             The previous fit's state: its chains are continued (no warm-up, their own keys)
             and the new draws appended to the stored ones.
         """

@@ -148,7 +148,7 @@ REGRESSOR_CONSTRAINTS = {
 
 #: The classifier's parameters that a ``warm_start`` fit must find unchanged, by role: those
 #: that define the posterior (with the data) and those that define the Markov chain
-#: (:mod:`bayesmkl.sampler.resume` keeps its own copy; the tests check that they agree).
+#: (:mod:`bayesmkl.estimators._resume` reads them).
 RESUME_PARAMS = {
     "posterior": ("kernels", "prior", "eta", "alpha_a", "beta_a", "kappa", "bias_prior_var",
                   "gamma0", "binary_mode", "kernel_dtype", "class_weight"),

@@ -16,6 +16,7 @@ from sklearn.base import ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from bayesmkl.config import with_x64
+from bayesmkl.estimators import _resume
 from bayesmkl.estimators._base import BM3KLBase
 from bayesmkl.estimators._fitting import (
     EXTRA_FIELDS,
@@ -36,7 +37,6 @@ from bayesmkl.posterior import diagnostics
 from bayesmkl.posterior import loo as _loo
 from bayesmkl.posterior.checks import check_decision_scale, check_predictions
 from bayesmkl.posterior.predictive import mean_decision, posterior_decision_values
-from bayesmkl.sampler import resume as _resume
 from bayesmkl.sampler.sampler import BM3KL
 from bayesmkl.sampler.state import capped_loops
 

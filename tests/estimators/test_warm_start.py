@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from bayesmkl import BM3KLClassifier
-from bayesmkl.sampler.resume import data_fingerprint
+from bayesmkl.estimators._resume import data_fingerprint
 from tests.estimators.test_estimator import SMALL, small_data
 
 SITES = ("w", "e", "a", "b", "lam", "nu", "varsigma")

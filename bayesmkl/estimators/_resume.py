@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayesmkl.estimators._params import RESUME_PARAMS
 from bayesmkl.posterior import diagnostics
 from bayesmkl.sampler.runlength import Resume
 
@@ -35,12 +36,9 @@ __all__ = [
 ]
 
 #: Parameters that define the posterior (with the data).
-POSTERIOR_PARAMS = (
-    "kernels", "prior", "eta", "alpha_a", "beta_a", "kappa", "bias_prior_var", "gamma0",
-    "binary_mode", "kernel_dtype", "class_weight",
-)  # fmt: skip
+POSTERIOR_PARAMS = RESUME_PARAMS["posterior"]
 #: Parameters that define the Markov chain whose state is continued.
-CHAIN_PARAMS = ("sampler", "step_size", "n_leapfrog", "nu_update", "num_warmup", "num_chains")
+CHAIN_PARAMS = RESUME_PARAMS["chain"]
 
 
 class ResumePoint(NamedTuple):
