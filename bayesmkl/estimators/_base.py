@@ -20,6 +20,8 @@ the class attributes ``_parameter_constraints`` and ``_inference_library``.
 
 from __future__ import annotations
 
+import os
+import time
 import warnings
 from typing import NamedTuple
 
@@ -77,6 +79,12 @@ class SampledRun(NamedTuple):
     points: np.ndarray
 
 
+#: The part of ``max_time`` the chains may use when nothing else after them takes long (the
+#: draw checks, the LOO calibration map and the log-likelihood of a fit took under 5% of it).
+SAMPLING_SHARE = 0.95
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 class BM3KLBase(BaseEstimator):
     """Base class of the BM3KL estimators: ``fit``'s run of the chains, fitted state,
     save/load and tags (see the module docstring for the hooks)."""
@@ -100,7 +108,23 @@ class BM3KLBase(BaseEstimator):
         """What the run-length rule watches: kernel weights and held-in decision values."""
         return run_monitor(K, seed)
 
-    def _sample(self, make_kernel, data: tuple, K, *, hold, prev=None) -> SampledRun:
+    def _deadline(self, started: float | None, share: float | None = None) -> float | None:
+        """The :func:`time.perf_counter` reading by which the chains must stop: ``max_time``
+        counted from ``started`` (the start of ``fit``, so validation, kernels and compilation
+        count), times ``share`` (default :meth:`_sampling_share`); ``None`` without a
+        ``max_time``."""
+        if self.max_time is None:
+            return None
+        t0 = time.perf_counter() if started is None else started
+        share = self._sampling_share() if share is None else share
+        return t0 + float(self.max_time) * share
+
+    def _sampling_share(self) -> float:
+        """The part of ``max_time`` the chains may use; the rest is for what ``fit`` does after
+        them (draw checks, calibration, the log-likelihood)."""
+        return SAMPLING_SHARE
+
+    def _sample(self, make_kernel, data: tuple, K, *, hold, prev=None, started=None) -> SampledRun:
         """Run the chains of one fit.
 
         Parameters
@@ -117,6 +141,8 @@ class BM3KLBase(BaseEstimator):
         prev : bayesmkl.estimators._resume.ResumePoint, optional
             The previous fit's state: its chains are continued (no warm-up, their own keys)
             and the new draws appended to the stored ones.
+        started : float, optional
+            :func:`time.perf_counter` at the start of ``fit``: ``max_time`` counts from there.
         """
         if prev is None:
             key, seed = make_rng_key(self.random_state)
@@ -148,7 +174,8 @@ class BM3KLBase(BaseEstimator):
         draws, extra, report = sample_until_converged(
             mcmc, key, data, monitor, num_warmup=warmup, extra_fields=EXTRA_FIELDS,
             rhat_target=float(self.rhat_target), ess_target=float(self.ess_target),
-            max_samples=budget, max_time=self.max_time, resume=earlier, check_every=AUTO_CHUNK,
+            max_samples=budget, deadline=self._deadline(started), resume=earlier,
+            check_every=AUTO_CHUNK,
             fixed=not auto,
             max_kept=1_000 if auto else 2**62,  # a fixed length keeps every draw, as asked
             progress=bool(self.progress_bar) and isinstance(chain_method, str),
@@ -174,6 +201,21 @@ class BM3KLBase(BaseEstimator):
         if not run.report.converged:
             msg = self._unconverged_message(run.report, run.points)
             warnings.warn(msg, ConvergenceWarning, stacklevel=4)  # _finish, fit, with_x64
+
+    def _warn_if_warmup_only(self) -> None:
+        """Warn (``ConvergenceWarning``, pointing at the caller) when the fit's budget ran out
+        before its warm-up ended: its draws are warm-up sweeps, not a posterior sample."""
+        report = getattr(self, "run_report_", None)
+        if report is None or report.stopped_in != "warmup":
+            return
+        warnings.warn(
+            f"{type(self).__name__} stopped during warm-up ({report.stopped_by}, after "
+            f"{report.warmup_sweeps} of {self.num_warmup} warm-up sweeps per chain): these "
+            "predictions come from warm-up draws, not from the posterior. Refit with a larger "
+            "max_time.",
+            ConvergenceWarning,
+            skip_file_prefixes=(_PACKAGE_DIR,),
+        )
 
     def _capped_loops(self, bits) -> list:  # pragma: no cover - every subclass has its own
         raise NotImplementedError
@@ -205,8 +247,10 @@ class BM3KLBase(BaseEstimator):
         return self
 
     def _test_kernels(self, X):
-        """Cross kernels ``(P, M, N)`` of new data (validated)."""
+        """Cross kernels ``(P, M, N)`` of new data (validated); every prediction passes here, so
+        a fit whose draws are warm-up sweeps warns here too (:meth:`_warn_if_warmup_only`)."""
         check_is_fitted(self, "posterior_")
+        self._warn_if_warmup_only()
         if self.kernel_input_.pool is None:
             Kt = check_array(
                 X,

@@ -282,8 +282,19 @@ def unconverged_message(
         if report.stopped_by == "num_samples"
         else f"stopped at its {report.stopped_by} budget"
     )
-    if report.num_samples == 0:
-        how += " during warm-up (the draws kept are the last warm-up sweeps)"
+    if report.stopped_in == "warmup":
+        compile_note = (
+            f"; compiling took {report.compile_seconds:.0f} s of them"
+            if report.compile_seconds > 0.5 * report.seconds
+            else ""
+        )
+        return (
+            f"{who} stopped at its {report.stopped_by} budget during warm-up, after "
+            f"{report.warmup_sweeps} warm-up sweeps per chain ({report.seconds:.0f} s"
+            f"{compile_note}): its draws are warm-up sweeps, not a posterior sample, and its "
+            "predictions will say so. Raise max_time (a second fit of the same shape loads the "
+            "compiled sampler from the cache)."
+        )
     return (
         f"{who} {how} after {report.num_samples} sweeps per chain ({report.seconds:.0f} s) "
         f"without reaching R-hat <= {rhat_target} and bulk ESS >= {ess_target} on every "

@@ -11,13 +11,15 @@ ArviZ DataTree. Figures live in :mod:`bayesmkl.plots`, files in :mod:`bayesmkl.i
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from sklearn.base import ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from bayesmkl.config import with_x64
 from bayesmkl.estimators import _resume
-from bayesmkl.estimators._base import BM3KLBase
+from bayesmkl.estimators._base import SAMPLING_SHARE, BM3KLBase
 from bayesmkl.estimators._fitting import (
     EXTRA_FIELDS,
     describe_quantity,
@@ -324,6 +326,7 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         -------
         self
         """
+        started = time.perf_counter()  # max_time counts from here
         self._validate_params()
         kin, K, classes, codes, y = self._validate_fit_input(X, y)
         sw = effective_sample_weight(
@@ -342,13 +345,25 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
             )  # fmt: skip
 
         run = self._sample(
-            make_kernel, data, K, hold=(K.shape, delta.shape, str(K.dtype), sw is None), prev=prev
-        )
+            make_kernel, data, K, hold=(K.shape, delta.shape, str(K.dtype), sw is None),
+            prev=prev, started=started,
+        )  # fmt: skip
         self._resume = _resume.new_point(self, run.last_state, fingerprint, run.seed)
         self._finish(run, kernel_input=kin, classes=classes, y_train=y)
         reuse = prev is not None and prev.calibration == self.calibration
-        self._fit_calibration(K, y, sw, reuse_map=reuse)
+        # the calibration refits share what is left of the budget
+        deadline = self._deadline(started, share=SAMPLING_SHARE)
+        self._fit_calibration(K, y, sw, reuse_map=reuse, deadline=deadline)
         return self
+
+    def _sampling_share(self) -> float:
+        """The part of ``max_time`` for the main chains: with cross-fitted calibration its K
+        refits run as many sweeps on (K − 1)/K of the points, about (K − 1)²/K times the main
+        run's cost, and share the budget with it."""
+        if self.calibration in (None, "loo"):
+            return SAMPLING_SHARE
+        k = _calibration.DEFAULT_FOLDS if self.calibration == "cv" else int(self.calibration)
+        return SAMPLING_SHARE / (1.0 + (k - 1) ** 2 / k)
 
     def _capped_loops(self, bits) -> list:
         return capped_loops(bits)
@@ -369,7 +384,7 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         self.classes_ = np.asarray(classes)
         return super()._set_fitted(**fitted)
 
-    def _fit_calibration(self, K, y, sample_weight=None, reuse_map=False):
+    def _fit_calibration(self, K, y, sample_weight=None, reuse_map=False, deadline=None):
         """Calibration map and training log-likelihood (called once, at the end of :meth:`fit`).
 
         The decision values of every draw at the training points are computed once, here, and
@@ -396,7 +411,7 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         elif self.calibration is not None and not reuse_map:
             n_folds = _calibration.DEFAULT_FOLDS if self.calibration == "cv" else self.calibration
             draws, index = _calibration.crossfit_decision_draws(
-                self, K, y, n_folds=int(n_folds), seed=self.random_seed_,
+                self, K, y, n_folds=int(n_folds), seed=self.random_seed_, deadline=deadline,
                 sample_weight=sample_weight,
             )  # fmt: skip
             self.calibrator_, self.oof_log_predictive_ = _post.crossfit_calibration(

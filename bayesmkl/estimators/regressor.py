@@ -12,6 +12,7 @@ the ArviZ DataTree.
 from __future__ import annotations
 
 import numbers
+import time
 
 import numpy as np
 from sklearn.base import RegressorMixin
@@ -289,6 +290,7 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         -------
         self
         """
+        started = time.perf_counter()  # max_time counts from here
         self._validate_params()
         kin, K, y = self._validate_fit_input(X, y)
         y_mean, y_scale, eps = self._standardise(y)
@@ -305,7 +307,7 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
             )  # fmt: skip
 
         run = self._sample(make_kernel, (K, ys), K, hold=(K.shape, ys.shape, str(K.dtype),
-                                                          "regression"))  # fmt: skip
+                           "regression"), started=started)  # fmt: skip
         self._finish(run, kernel_input=kin, y_train=y, y_mean=y_mean, y_scale=y_scale,
                      kappa_=float(hyper.kappa))  # fmt: skip
         F = _post.function_values(self.posterior_, K)  # training function values, once

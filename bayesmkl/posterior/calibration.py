@@ -32,6 +32,7 @@ Shapes: ``F: (S, M, C)`` decision draws (S draws, M points, C classifiers), ``K`
 
 from __future__ import annotations
 
+import time
 import warnings
 from dataclasses import asdict, dataclass, field
 
@@ -328,7 +329,9 @@ def fit_calibrator(
 # ----------------------------------------------------------------------------------------
 
 
-def crossfit_decision_draws(estimator, K, y, *, n_folds: int, seed: int, sample_weight=None):
+def crossfit_decision_draws(
+    estimator, K, y, *, n_folds: int, seed: int, sample_weight=None, deadline=None
+):
     """Out-of-fold decision draws of every training point by K-fold refits.
 
     The folds are fitted on slices of the training kernels (``kernels="precomputed"``), so the
@@ -342,6 +345,8 @@ def crossfit_decision_draws(estimator, K, y, *, n_folds: int, seed: int, sample_
         Its parameters are copied (``sklearn.base.clone``) with ``kernels="precomputed"``,
         ``calibration=None``, ``kernel_dtype=None``, no progress bar and, after a fit, the
         ``num_samples`` that fit used; fold ``k`` uses ``random_state = seed + 1 + k``.
+        With a ``deadline``, each fold's ``max_time`` is its share of the time left (the folds
+        not yet run share it equally).
     K : array (P, N, N)
         Training kernels.
     y : array (N,)
@@ -353,6 +358,8 @@ def crossfit_decision_draws(estimator, K, y, *, n_folds: int, seed: int, sample_
     sample_weight : array (N,), optional
         Effective per-sample weights (class weights already multiplied in); each fold fit gets
         its slice, with ``class_weight=None`` so that class weights are not applied twice.
+    deadline : float, optional
+        :func:`time.perf_counter` reading by which the refits must end.
 
     Returns
     -------
@@ -389,6 +396,10 @@ def crossfit_decision_draws(estimator, K, y, *, n_folds: int, seed: int, sample_
     fixed_length = {"num_samples": max(1, int(report.num_samples))} if report is not None else {}
     draws, index, caught = [], [], {}
     for fold, (tr, va) in enumerate(split.split(np.zeros(len(y)), y)):
+        if deadline is not None:  # the folds left share what is left of the fit's budget
+            budget = {"max_time": max((deadline - time.perf_counter()) / (k - fold), 1e-3)}
+        else:
+            budget = {}
         sub = clone(estimator).set_params(
             kernels="precomputed",
             calibration=None,
@@ -397,6 +408,7 @@ def crossfit_decision_draws(estimator, K, y, *, n_folds: int, seed: int, sample_
             random_state=(seed + 1 + fold) % (2**31 - 1),
             class_weight=None,
             **fixed_length,
+            **budget,
         )
         sw = None if sample_weight is None else np.asarray(sample_weight)[tr]
         with warnings.catch_warnings(record=True) as rec:

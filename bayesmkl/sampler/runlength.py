@@ -286,6 +286,7 @@ def sample_until_converged(
         warm_left = 0
     warmup_total = warm_left
     key, pace, next_check = rng_key, None, check_every
+    check_cost = 0.0  # seconds of the last convergence check; the final report costs as much
     bar = _progress_bar(
         progress, warm_left + (max_samples if fixed else min(next_check, max_samples))
     )
@@ -330,8 +331,10 @@ def sample_until_converged(
             if fixed and done >= max_samples:
                 stopped_by = "num_samples"
             elif not fixed and done >= next_check:
+                t_check = time.perf_counter()
                 report = judge(_concat(mons), rhat_target, ess_target, stopped_by="targets",
                                num_samples=done0 + done, thinning=thin, seconds=0.0)  # fmt: skip
+                check_cost = time.perf_counter() - t_check
                 if bar is not None:
                     r, e = report.rhat_max, report.ess_bulk_min
                     bar.set_postfix_str(f"R-hat {r:.3f}, ESS {e:.0f}")
@@ -344,7 +347,9 @@ def sample_until_converged(
                     bar.refresh()
             if stopped_by is None and not fixed and done >= max_samples:
                 stopped_by = "max_samples"
-            if stopped_by is None and end is not None and time.perf_counter() + pace > end:
+            # the next chunk, a check after it and the final report must end by the deadline
+            ahead = pace + (check_cost if done + n_run >= next_check else 0.0) + check_cost
+            if stopped_by is None and end is not None and time.perf_counter() + ahead > end:
                 stopped_by = "max_time"
             if stopped_by is not None:
                 return _finish(samples, extra, mons, stopped_by, done0 + done, thin, t0, c0,

@@ -102,3 +102,65 @@ def test_loo_kfold_refuses_a_loo_calibrated_fit(fitted):
     clf, _, _ = fitted
     with pytest.raises(ValueError, match="cross-fitting"):
         clf.loo_kfold()
+
+
+def test_max_time_counts_from_the_start_of_fit_and_covers_the_calibration_refits(monkeypatch):
+    """``max_time`` is the budget of the whole ``fit``: the chains' deadline counts from the
+    start of ``fit`` (validation, kernels and compilation spend it), leaves room for three
+    cross-fitted refits of about (K − 1)²/K the main run's cost, and each refit's deadline falls
+    inside the fit's. (Before, every run got the whole ``max_time`` from its own start.)"""
+    import time
+
+    from bayesmkl.estimators import _base
+
+    deadlines = []
+    real = _base.sample_until_converged
+
+    def spy(*args, **kwargs):
+        deadlines.append(kwargs["deadline"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_base, "sample_until_converged", spy)
+    X, y, _ = load_demo()
+    kw = dict(num_warmup=10, num_samples=10, num_chains=2, progress_bar=False, random_state=0)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        BM3KLClassifier(calibration=3, max_time=100.0, **kw).fit(X[:90], y[:90])
+    t1 = time.perf_counter()
+    main, *folds = deadlines
+    share = 0.95 / (1 + 4 / 3)  # K = 3
+    assert t0 <= main - 100.0 * share <= t1
+    assert len(folds) == 3
+    assert all(main < d <= t1 + 95.0 for d in folds)
+    deadlines.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        BM3KLClassifier(calibration=None, **kw).fit(X[:90], y[:90])  # no budget, no deadline
+    assert deadlines == [None]
+
+
+def test_predictions_of_a_fit_stopped_in_warm_up_warn_at_the_caller():
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    from bayesmkl.datasets import load_demo
+
+    X, y, _ = load_demo()
+    clf = BM3KLClassifier(num_warmup=1000, num_chains=2, max_time=1e-3, calibration=None,
+                          progress_bar=False, random_state=0)  # fmt: skip
+    with pytest.warns(ConvergenceWarning, match="during warm-up, after"):
+        clf.fit(X[:80], y[:80])
+    assert clf.run_report_.stopped_in == "warmup"
+    for method in (clf.predict_proba, clf.predict, clf.decision_function):
+        with pytest.warns(ConvergenceWarning, match="predictions come from warm-up draws") as r:
+            method(X[80:85])
+        assert r[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        ok = BM3KLClassifier(num_warmup=10, num_samples=10, num_chains=2, calibration=None,
+                             progress_bar=False, random_state=0)  # fmt: skip
+        with pytest.warns(ConvergenceWarning):  # unconverged, but not a warm-up-only fit
+            ok.fit(X[:80], y[:80])
+        ok.predict_proba(X[80:85])  # no warning

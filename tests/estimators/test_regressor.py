@@ -289,5 +289,9 @@ def test_budget_spent_in_warm_up_says_so():
         reg.fit(Xtr, ytr)
     msg = " ".join(str(w.message) for w in record if w.category is ConvergenceWarning)
     assert "BM3KLRegressor stopped at its max_time budget during warm-up" in msg
-    assert "(the draws kept are the last warm-up sweeps) after 0 sweeps per chain" in msg
+    assert f"after {reg.run_report_.warmup_sweeps} warm-up sweeps per chain" in msg
+    assert "its draws are warm-up sweeps, not a posterior sample" in msg
     assert reg.run_report_.num_samples == 0 and reg.posterior_["w"].shape[1] > 0
+    with pytest.warns(ConvergenceWarning, match="predictions come from warm-up draws") as rec:
+        reg.predict(Xtr[:3])
+    assert rec[0].filename == __file__  # at the caller's line
