@@ -144,8 +144,10 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
     max_samples : int, default=5000
         Budget of post-warm-up sweeps per chain for ``num_samples="auto"``.
     max_time : float or None, default=None
-        Wall-clock budget in seconds for ``num_samples="auto"`` (warm-up included, calibration
-        refits excluded; each refit runs as many sweeps as the main fit used).
+        Wall-clock budget in seconds of the whole :meth:`fit`: kernels, compilation, warm-up,
+        sampling and calibration (the cross-fitted refits share the main run's budget). A run
+        whose budget ends during warm-up keeps warm-up draws; it says so
+        (``run_report_.stopped_in == "warmup"``) and its predictions warn.
     binary_mode : {"single", "ova"}, default="single"
         Two-class encoding (docs/math.md A3): one classifier (C = 1) or two one-vs-all classifiers.
     decision : {"proba", "mean_f"}, default="proba"

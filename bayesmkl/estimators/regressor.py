@@ -119,7 +119,9 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
     max_samples : int, default=5000
         Budget of post-warm-up sweeps per chain for ``num_samples="auto"``.
     max_time : float or None, default=None
-        Wall-clock budget in seconds for ``num_samples="auto"`` (warm-up included).
+        Wall-clock budget in seconds of the whole :meth:`fit` (kernels, compilation, warm-up
+        and sampling). A run whose budget ends during warm-up keeps warm-up draws; it says so
+        (``run_report_.stopped_in == "warmup"``) and its predictions warn.
     kernel_dtype : {"float64", "float32"} or None, default="float64"
         Storage dtype of the kernels (the sampler computes in float64).
     random_state : None, int, RandomState or Generator, default=None
