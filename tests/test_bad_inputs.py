@@ -526,7 +526,7 @@ def test_cli_memory_error_one_line(tmp_path, capsys, monkeypatch):
 def test_cli_unexpected_error_one_line(tmp_path, capsys, monkeypatch):
     import bayesmkl.cli as cli
 
-    def boom(path, has_label=True):
+    def boom(path, has_label=True, label_col=None):
         raise RuntimeError("something unforeseen\nwith a second line")
 
     monkeypatch.setattr(cli, "read_csv", boom)

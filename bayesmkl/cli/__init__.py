@@ -36,6 +36,7 @@ from __future__ import annotations
 import csv
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -185,7 +186,7 @@ def cmd_fit(args) -> int:
     if args.epsilon is not None and not regression:
         raise CLIError("--epsilon: regression only; add --task regression")
     clf = _regressor(args, args.pool) if regression else _classifier(args, args.pool)
-    X, y, _ = read_csv(args.data, has_label=True)
+    X, y, _ = read_csv(args.data, has_label=True, label_col=args.label_col)
     if regression:
         y = _numeric_target(y, args.data)
     elif len(np.unique(y)) < 2:
@@ -216,6 +217,11 @@ def _load_model(model: Path):
         raise CLIError(f"cannot load model {model}: {exc}") from None
 
 
+def _number(v) -> str:
+    """A predicted number as written to the CSV: 6 significant digits."""
+    return f"{float(v):.6g}"
+
+
 def _class_rows(clf, X, y, path):
     """Header, rows and summary line of ``predict`` for a classifier."""
     if y is not None:  # compared as the estimator does: 1, 1.0 and "1.0" are the same label
@@ -228,7 +234,7 @@ def _class_rows(clf, X, y, path):
     proba = clf.predict_proba(X)
     pred = clf.classes_[np.argmax(proba, axis=1)]
     header = [f"p_{c}" for c in clf.classes_.tolist()] + ["predicted"]
-    rows = ([repr(float(v)) for v in p] + [lab] for p, lab in zip(proba, pred, strict=True))
+    rows = ([_number(v) for v in p] + [lab] for p, lab in zip(proba, pred, strict=True))
     if y is None:
         return header, rows, None
     acc = float(np.mean(np.argmax(proba, axis=1) == codes))
@@ -241,7 +247,7 @@ def _target_rows(reg, X, y, path):
     mean, sd = reg.predict(X, return_std=True)
     lo, hi = reg.predict_interval(X, 0.9).T
     header = ["mean", "sd", "lower_90", "upper_90"]
-    rows = ([repr(float(v)) for v in r] for r in zip(mean, sd, lo, hi, strict=True))
+    rows = ([_number(v) for v in r] for r in zip(mean, sd, lo, hi, strict=True))
     if y is None:
         return header, rows, None
     rmse = float(np.sqrt(np.mean((mean - y) ** 2)))
@@ -252,10 +258,11 @@ def _target_rows(reg, X, y, path):
 
 def cmd_predict(args) -> int:
     est = _load_model(Path(args.model))
-    X, y, _ = read_csv(args.data, has_label=args.has_label)
+    has_label = args.has_label or args.label_col is not None
+    X, y, _ = read_csv(args.data, has_label=has_label, label_col=args.label_col)
     d = getattr(est, "n_features_in_", None)
     if d is not None and X.shape[1] != d:
-        hint = "" if args.has_label else " (if the last column is a label, pass --has-label)"
+        hint = "" if has_label else " (if the last column is a label, pass --has-label)"
         raise CLIError(f"{args.data} has {X.shape[1]} feature columns; the model expects {d}{hint}")
     rule = _class_rows if hasattr(est, "classes_") else _target_rows
     header, rows, summary = rule(est, X, y, args.data)
@@ -299,7 +306,12 @@ def main(argv=None) -> int:
                     check_hyper(name, getattr(args, name), "--" + name.replace("_", "-"))
         _enable_jax_cache()
         commands = {"demo": cmd_demo, "fit": cmd_fit, "predict": cmd_predict}
-        return int(commands[args.command](args) or 0)
+        formatwarning = warnings.formatwarning
+        warnings.formatwarning = _format_warning  # printed warnings only; recorders still see all
+        try:
+            return int(commands[args.command](args) or 0)
+        finally:
+            warnings.formatwarning = formatwarning
     except CLIError as exc:
         return _fail(exc, 2)
     except BrokenPipeError:
@@ -323,6 +335,11 @@ def main(argv=None) -> int:
             raise
         return _fail(f"internal error ({type(exc).__name__}: {exc}); BAYESMKL_DEBUG=1 shows "
                      "the traceback", 1)  # fmt: skip
+
+
+def _format_warning(message, category, filename, lineno, line=None) -> str:
+    """A warning as the command's own line: the message, without the package's file paths."""
+    return f"{PROG}: warning: {message}\n"
 
 
 def _fail(msg, code: int) -> int:

@@ -73,6 +73,16 @@ def _or_auto(cast, what: str):
     return parse
 
 
+def _add_label_col(p) -> None:
+    p.add_argument(
+        "--label-col",
+        metavar="NAME|INDEX",
+        default=None,
+        help="the label (target) column: its header name or 0-based position, negative from "
+        "the end (default: the last column)",
+    )
+
+
 def _add_sampler_args(p, *, chains_default: int, max_time_default=None) -> None:
     g = p.add_argument_group("sampler and hyper-parameters")
     g.add_argument(
@@ -192,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("data", metavar="DATA.csv")
     _add_choice(p, "--task", TASKS, "what the last column is: a class label or a target")
+    _add_label_col(p)
     _add_choice(p, "--pool", POOLS, "kernel pool")
     p.add_argument(
         "--test-size",
@@ -232,4 +243,5 @@ def build_parser() -> argparse.ArgumentParser:
         help="the last column is a label (target): drop it and report accuracy (RMSE and "
         "the 90%% interval's coverage)",
     )
+    _add_label_col(p)
     return parser
