@@ -199,6 +199,23 @@ def test_hand_written_init_agrees_with_the_parameter_table(cls):
         assert getattr(est, name) is sentinel, f"{cls.__name__}.{name}"
 
 
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
+def test_parameters_are_checked_against_the_table_at_fit(cls):
+    """Every entry of the table is a list of constraints or ``NO_VALIDATION`` (a value checked
+    where it is used), and ``fit`` refuses a value that meets none of an entry's constraints
+    before it reads the data (every checked parameter is given the string ``"x"``)."""
+    from bayesmkl.estimators._constraints import NO_VALIDATION
+    from bayesmkl.estimators._params import parameter_table
+
+    table = parameter_table(cls)
+    assert all(c is NO_VALIDATION or isinstance(c, list) for c in table.values()), cls
+    checked = [name for name, c in table.items() if c is not NO_VALIDATION]
+    assert len(checked) > 1, f"{cls.__name__} checks no parameter but kernels"
+    for name in checked:
+        with pytest.raises(ValueError, match=rf"\b{name}\b.*'x'"):
+            cls(**{name: "x"}).fit(None, None)
+
+
 def test_signature_problems_sees_each_kind_of_difference():
     """The checker itself: a renamed, reordered, default-less or positional parameter is
     reported."""
