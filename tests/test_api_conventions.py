@@ -55,8 +55,8 @@ def _defaults(fn):
 
 
 def test_hyper_parameter_defaults_agree_everywhere():
-    """The model's hyper-parameters are written out in the signatures of the NumPyro kernel
-    (``Hyper``'s, the default prior) and the MAP baseline (the paper's, ``Hyper.paper()``), and in
+    """The model's hyper-parameters are written out in the signatures of the NumPyro kernel and
+    the MAP baseline (both ``Hyper()``'s, the default prior), and in
     the classifier's and the CLI's as ``None``, which means the named ``prior``'s value
     (``PRIORS``); the CLI (which must not import JAX to build its parser) names the same priors
     and offers every hyper-parameter."""
@@ -69,7 +69,7 @@ def test_hyper_parameter_defaults_agree_everywhere():
     assert PRIORS["default"] == Hyper() and PRIORS["paper"] == Hyper.paper()
     assert {name for name, _ in HYPER_OPTIONS} == set(hyper)
     assert PRIOR_NAMES == tuple(PRIORS) and PRIOR_NAMES[0] == "default"
-    for fn, want in ((baselines.BM3KLMAP, Hyper.paper()._asdict()), (BM3KL.__init__, hyper)):
+    for fn, want in ((baselines.BM3KLMAP, hyper), (BM3KL.__init__, hyper)):
         defaults = _defaults(fn)
         assert {name: defaults[name] for name in hyper} == want, fn
     defaults = _defaults(bayesmkl.BM3KLClassifier)

@@ -109,17 +109,22 @@ def _log_joint_a_grid(a, nu, log_q):
 class BM3KLMAP(MKLClassifierBase):
     """MAP estimate of the BM3KL posterior (kernel weights, sample weights, biases).
 
+    The hyper-parameters' defaults are the package's default prior, ``Hyper()``
+    (:class:`bayesmkl.model.classification.Hyper`, the prior that
+    :class:`~bayesmkl.BM3KLClassifier` samples by default); the paper's values are the preset
+    ``Hyper.paper()``: ``BM3KLMAP(**Hyper.paper()._asdict())``.
+
     Parameters
     ----------
     kernels : str or KernelPool, default="bsvm16"
         As for :class:`bayesmkl.BM3KLClassifier`.
-    eta : float, default=1.0
+    eta : float, default=2.0
         Dirichlet concentration; must be ≥ 1 for the MAP to exist.
-    alpha_a, beta_a, kappa : float
+    alpha_a, beta_a, kappa : float, default=1.0
         TPBN hyper-parameters (α_a + β_a > 1 needed; the paper's α_a = 1 with any β_a > 0 works).
-    bias_prior_var : float, default=1e-4
+    bias_prior_var : float, default=1.0
         Prior variance τ of the biases.
-    gamma0 : float, default=100.0
+    gamma0 : float, default=1.0
         Rate of λ's Exp(γ0) prior; selects L' (or L for 0).
     binary_mode : {"single", "ova"}, default="single"
         One classifier for two classes or one-vs-all with C = 2.
@@ -168,8 +173,8 @@ class BM3KLMAP(MKLClassifierBase):
     }
 
     def __init__(
-        self, kernels="bsvm16", *, eta=1.0, alpha_a=1.0, beta_a=0.1, kappa=1e-10,
-        bias_prior_var=1e-4, gamma0=100.0, binary_mode="single", max_iter=200, tol=1e-7,
+        self, kernels="bsvm16", *, eta=2.0, alpha_a=1.0, beta_a=1.0, kappa=1.0,
+        bias_prior_var=1.0, gamma0=1.0, binary_mode="single", max_iter=200, tol=1e-7,
         n_grid=400, max_time=None, class_weight=None, kernel_names=None,
     ):  # fmt: skip
         self.kernels = kernels
@@ -313,7 +318,7 @@ class BM3KLMAP(MKLClassifierBase):
         """Class probabilities of the MAP parameters: σ(ψ(f)) or softmax(ψ(f)) (docs/math.md §6).
 
         The pseudo-likelihood's raw rule at one point, neither averaged over a posterior nor
-        calibrated: at γ0 = 100 nearly every probability is close to 0 or 1, and the
+        calibrated: at the paper's γ0 = 100 nearly every probability is close to 0 or 1, and the
         test log-loss is poor against the default :class:`~bayesmkl.BM3KLClassifier`'s. For
         decisions use that estimator's ``predict_proba``, or wrap this one in
         ``CalibratedClassifierCV``.
