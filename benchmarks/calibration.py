@@ -232,11 +232,12 @@ def baseline(name, Xtr, ytr, Xte, seed):
     from sklearn.svm import SVC
 
     from bayesmkl.baselines import BEMKL, BM3KLMAP
+    from bayesmkl.model.classification import Hyper
 
     if name == "BEMKL":
         model = BEMKL(kernels="bsvm16", random_state=seed)
     elif name == "BM3KLMAP":
-        model = BM3KLMAP(kernels="bsvm16")
+        model = BM3KLMAP(kernels="bsvm16", **Hyper.paper()._asdict())
     elif name == "SVC":
         model = GridSearchCV(
             make_pipeline(StandardScaler(), SVC(probability=True, random_state=seed)),

@@ -55,8 +55,8 @@ def _defaults(fn):
 
 
 def test_hyper_parameter_defaults_agree_everywhere():
-    """The model's hyper-parameters are written out in the signatures of the NumPyro kernel
-    (``Hyper``'s, the default prior) and the MAP baseline (the paper's, ``Hyper.paper()``), and in
+    """The model's hyper-parameters are written out in the signatures of the NumPyro kernel and
+    the MAP baseline (both ``Hyper()``'s, the default prior), and in
     the classifier's and the CLI's as ``None``, which means the named ``prior``'s value
     (``PRIORS``); the CLI (which must not import JAX to build its parser) names the same priors
     and offers every hyper-parameter."""
@@ -69,7 +69,7 @@ def test_hyper_parameter_defaults_agree_everywhere():
     assert PRIORS["default"] == Hyper() and PRIORS["paper"] == Hyper.paper()
     assert {name for name, _ in HYPER_OPTIONS} == set(hyper)
     assert PRIOR_NAMES == tuple(PRIORS) and PRIOR_NAMES[0] == "default"
-    for fn, want in ((baselines.BM3KLMAP, Hyper.paper()._asdict()), (BM3KL.__init__, hyper)):
+    for fn, want in ((baselines.BM3KLMAP, hyper), (BM3KL.__init__, hyper)):
         defaults = _defaults(fn)
         assert {name: defaults[name] for name in hyper} == want, fn
     defaults = _defaults(bayesmkl.BM3KLClassifier)
@@ -197,6 +197,23 @@ def test_hand_written_init_agrees_with_the_parameter_table(cls):
     est = cls(**sentinels)
     for name, sentinel in sentinels.items():
         assert getattr(est, name) is sentinel, f"{cls.__name__}.{name}"
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
+def test_parameters_are_checked_against_the_table_at_fit(cls):
+    """Every entry of the table is a list of constraints or ``NO_VALIDATION`` (a value checked
+    where it is used), and ``fit`` refuses a value that meets none of an entry's constraints
+    before it reads the data (every checked parameter is given the string ``"x"``)."""
+    from bayesmkl.estimators._constraints import NO_VALIDATION
+    from bayesmkl.estimators._params import parameter_table
+
+    table = parameter_table(cls)
+    assert all(c is NO_VALIDATION or isinstance(c, list) for c in table.values()), cls
+    checked = [name for name, c in table.items() if c is not NO_VALIDATION]
+    assert len(checked) > 1, f"{cls.__name__} checks no parameter but kernels"
+    for name in checked:
+        with pytest.raises(ValueError, match=rf"\b{name}\b.*'x'"):
+            cls(**{name: "x"}).fit(None, None)
 
 
 def test_signature_problems_sees_each_kind_of_difference():

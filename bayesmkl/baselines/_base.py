@@ -16,6 +16,15 @@ statistics stay unweighted (as a ``StandardScaler`` in a pipeline without weight
 
 Binary problems use one classifier (C = 1, +1 = ``classes_[1]``); K ≥ 3 classes use one-vs-rest with
 shared weights (C = K).
+
+Parameters: every baseline declares its parameters once, in the class attribute
+``_parameter_constraints`` (``{name: [constraint, ...]}`` in signature order, with the vocabulary
+of :mod:`bayesmkl.estimators._constraints`; groups that several baselines share are spliced in
+with ``**``), and writes its ``__init__`` out with the same names and order (checked by
+:func:`bayesmkl.estimators._params.signature_problems`). ``fit`` checks every parameter against
+the table first (:meth:`ParamsMixin._validate_params`), before it looks at the data; only the
+checks that need the data (a cap that depends on the number of kernels or points) stay in the
+solvers.
 """
 
 from __future__ import annotations
@@ -28,12 +37,38 @@ from sklearn.utils.validation import check_is_fitted
 
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.config import with_x64
-from bayesmkl.estimators._validation import validate_labels
+from bayesmkl.estimators._validation import (
+    NO_VALIDATION,
+    ClassWeight,
+    Interval,
+    KernelsParam,
+    validate_labels,
+    validate_params,
+)
 from bayesmkl.estimators._weights import effective_sample_weight
-from bayesmkl.kernels.input import KernelInput
+from bayesmkl.kernels.input import NAMED_POOLS, KernelInput
 from bayesmkl.model.classification import signed_targets
 
-__all__ = ["MKLClassifierBase", "fit_kernel_input", "signed_targets", "validate_labels"]
+__all__ = [
+    "CLASS_WEIGHT",
+    "KERNELS",
+    "KERNEL_NAMES",
+    "MKLClassifierBase",
+    "POSITIVE",
+    "ParamsMixin",
+    "fit_kernel_input",
+    "signed_targets",
+    "validate_labels",
+]
+
+#: ``kernels``: a named pool, ``"precomputed"`` or a :class:`~bayesmkl.KernelPool`.
+KERNELS = [KernelsParam(*NAMED_POOLS, "precomputed")]
+#: ``kernel_names`` is checked against the kernels where they are built (:class:`KernelInput`).
+KERNEL_NAMES = NO_VALIDATION
+#: ``class_weight``: ``None``, ``"balanced"`` or a dict (its weights are checked against ``y``).
+CLASS_WEIGHT = [None, ClassWeight()]
+#: A finite number ``> 0``.
+POSITIVE = [Interval("real", 0, None, closed="neither")]
 
 
 def fit_kernel_input(estimator, X) -> np.ndarray:
@@ -81,9 +116,21 @@ def _check_constant_kernels(estimator, K) -> None:
     )
 
 
-class MKLClassifierBase(ClassifierMixin, BaseEstimator):
-    """Base class: subclasses define ``__init__`` (with a ``kernels`` parameter) and
-    ``_fit_kernels(K, Y, sample_weight)``."""
+class ParamsMixin:
+    """Validation of a baseline's parameters against its one table ``_parameter_constraints``."""
+
+    #: ``{parameter: [constraint, ...]}`` in signature order; set by each estimator class.
+    _parameter_constraints: dict = {}
+
+    def _validate_params(self) -> None:
+        """Check every constructor parameter against ``_parameter_constraints`` (``ValueError``
+        in the shared wording ``"<name> must be ...; got <value>"``)."""
+        validate_params(self, self._parameter_constraints)
+
+
+class MKLClassifierBase(ParamsMixin, ClassifierMixin, BaseEstimator):
+    """Base class: subclasses define ``__init__`` (with a ``kernels`` parameter), the table
+    ``_parameter_constraints`` and ``_fit_kernels(K, Y, sample_weight)``."""
 
     def _n_samples(self, X) -> int:
         if isinstance(X, list | tuple) or (hasattr(X, "ndim") and X.ndim == 3):
@@ -107,6 +154,11 @@ class MKLClassifierBase(ClassifierMixin, BaseEstimator):
         -------
         self
         """
+        self._validate_params()
+        return self._fit_data(X, y, sample_weight)
+
+    def _fit_data(self, X, y, sample_weight=None):
+        """``fit`` once the parameters are checked: kernels, labels, weights, then the solver."""
         K = fit_kernel_input(self, X)
         self.classes_, codes = validate_labels(y, K.shape[1])
         sw = effective_sample_weight(y, sample_weight, getattr(self, "class_weight", None))

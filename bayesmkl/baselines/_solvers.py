@@ -9,11 +9,12 @@ exact block minimisation of the jointly convex primal ``½Σ_m ‖w_m‖²/μ_m 
 never increases.
 
 Estimators: :class:`IterativeMKLClassifier` holds the parameters every iterative solver takes
-(``C, tol, max_iter, svc_tol, max_time, class_weight, kernel_names``) and checks them in one
-place (:meth:`~IterativeMKLClassifier._solver_options`, with the constraints of
-:mod:`bayesmkl.estimators._validation`); :func:`~bayesmkl.baselines._docstrings.shared_doc` fills
-the
-parameter and attribute descriptions they share into the estimators' docstrings.
+(``C, tol, max_iter, svc_tol, max_time, class_weight, kernel_names``); their constraints are the
+groups :data:`ITERATIVE_PARAMS` and :data:`SVM_OPTIONS`, which the estimators splice into their
+tables ``_parameter_constraints`` (checked by ``fit``, :class:`~._base.MKLClassifierBase`), and
+:meth:`~IterativeMKLClassifier._solver_options` hands the checked values to the solvers;
+:func:`~bayesmkl.baselines._docstrings.shared_doc` fills the parameter and attribute
+descriptions they share into the estimators' docstrings.
 
 Conventions: ``K: (P, N, N)`` training kernels, ``Y: (C, N)`` ±1 targets (one row per
 one-vs-rest problem, ``C = 1`` for binary problems), ``μ: (P,)`` kernel weights shared by all rows.
@@ -29,10 +30,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bayesmkl.baselines._base import MKLClassifierBase
+from bayesmkl.baselines._base import (
+    CLASS_WEIGHT,
+    KERNEL_NAMES,
+    KERNELS,
+    POSITIVE,
+    MKLClassifierBase,
+)
 from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._svm import combine, fit_svc, kernel_quadratics
-from bayesmkl.estimators._validation import MAX_TIME, Interval, validate_params
+from bayesmkl.estimators._validation import MAX_TIME, Interval
 
 __all__ = [
     "ITERATIVE_PARAMS",
@@ -275,35 +282,34 @@ def alternating_mkl(
 # ---------------------------------------------------------------------------------------------
 
 
-_POSITIVE = Interval("real", 0, None, closed="neither")
+#: Constraints of the parameters that end every SVM-based iterative estimator's signature: the
+#: SVC tolerance, the wall-clock budget, class weights and kernel names.
+SVM_OPTIONS = {
+    "svc_tol": POSITIVE,
+    "max_time": MAX_TIME,
+    "class_weight": CLASS_WEIGHT,
+    "kernel_names": KERNEL_NAMES,
+}
 
-#: The parameters that end every SVM-based iterative estimator's signature: the SVC tolerance,
-#: the wall-clock budget, class weights and kernel names (defaults; see ``_docstrings.py``).
-SVM_OPTIONS = {"svc_tol": 1e-6, "max_time": None, "class_weight": None, "kernel_names": None}
-
-#: :class:`IterativeMKLClassifier`'s parameters after ``kernels``; a subclass puts its own first.
-ITERATIVE_PARAMS = {"C": 1.0, "tol": 1e-3, "max_iter": 500, **SVM_OPTIONS}
+#: Constraints of :class:`IterativeMKLClassifier`'s parameters after ``kernels``; a subclass
+#: puts its own first.
+ITERATIVE_PARAMS = {
+    "C": POSITIVE,
+    "tol": POSITIVE,
+    "max_iter": [Interval("int", 1, None, closed="left")],
+    **SVM_OPTIONS,
+}
 
 
 class IterativeMKLClassifier(MKLClassifierBase):
     """Base of the MKL estimators that alternate SVM solves and weight updates.
 
-    Subclasses with more parameters write their own ``__init__`` and parameter table
-    ``_param_defaults`` (their own parameters, then :data:`ITERATIVE_PARAMS` or
-    :data:`SVM_OPTIONS`; see :mod:`bayesmkl.estimators._params`).
+    Subclasses with more parameters write their own ``__init__`` and table
+    ``_parameter_constraints`` (their own parameters, then :data:`ITERATIVE_PARAMS` or
+    :data:`SVM_OPTIONS`).
     """
 
-    #: Constraints of the shared parameters (see :mod:`bayesmkl.estimators._validation`), checked in
-    #: order.
-    _solver_constraints = {
-        "C": [_POSITIVE],
-        "tol": [_POSITIVE],
-        "max_iter": [Interval("int", 1, None, closed="left")],
-        "svc_tol": [_POSITIVE],
-        "max_time": MAX_TIME,
-    }
-
-    _param_defaults = dict(kernels="simplemkl", **ITERATIVE_PARAMS)
+    _parameter_constraints = {"kernels": KERNELS, **ITERATIVE_PARAMS}
 
     def __init__(
         self, kernels="simplemkl", *, C=1.0, tol=1e-3, max_iter=500, svc_tol=1e-6, max_time=None,
@@ -319,8 +325,8 @@ class IterativeMKLClassifier(MKLClassifierBase):
         self.kernel_names = kernel_names
 
     def _solver_options(self, sample_weight=None) -> SolverOptions:
-        """The checked ``C, tol, max_iter, svc_tol, max_time`` with ``sample_weight``."""
-        validate_params(self, self._solver_constraints)
+        """``C, tol, max_iter, svc_tol, max_time`` (checked by ``fit``) as the solvers' floats
+        and int, with ``sample_weight``."""
         return SolverOptions(
             C=float(self.C),
             tol=float(self.tol),

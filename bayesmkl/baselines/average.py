@@ -8,11 +8,17 @@ from __future__ import annotations
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
-from bayesmkl.baselines._base import MKLClassifierBase
+from bayesmkl.baselines._base import (
+    CLASS_WEIGHT,
+    KERNEL_NAMES,
+    KERNELS,
+    POSITIVE,
+    MKLClassifierBase,
+)
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._solvers import MKLFit, solve_at_weights, store_fit
 from bayesmkl.baselines._svm import fit_svc
-from bayesmkl.estimators._validation import check_int, check_positive
+from bayesmkl.estimators._validation import NO_VALIDATION, Interval
 
 
 @shared_doc
@@ -43,9 +49,13 @@ class AverageMKL(MKLClassifierBase):
     classes_ : ndarray
     """
 
-    _param_defaults = dict(
-        kernels="simplemkl", C=1.0, svc_tol=1e-6, class_weight=None, kernel_names=None,
-    )  # fmt: skip
+    _parameter_constraints = {
+        "kernels": KERNELS,
+        "C": POSITIVE,
+        "svc_tol": POSITIVE,
+        "class_weight": CLASS_WEIGHT,
+        "kernel_names": KERNEL_NAMES,
+    }
 
     def __init__(
         self, kernels="simplemkl", *, C=1.0, svc_tol=1e-6, class_weight=None, kernel_names=None,
@@ -57,8 +67,7 @@ class AverageMKL(MKLClassifierBase):
         self.kernel_names = kernel_names
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
-        C = check_positive("C", self.C)
-        svc_tol = check_positive("svc_tol", self.svc_tol)
+        C, svc_tol = float(self.C), float(self.svc_tol)
         P = K.shape[0]
         s = solve_at_weights(K, Y, np.full(P, 1.0 / P), C, svc_tol, sample_weight=sample_weight)
         store_fit(self, MKLFit(s, np.array([s.J]), 0, 0.0))
@@ -121,10 +130,15 @@ class BestSingleKernelSVM(MKLClassifierBase):
     classes_ : ndarray
     """
 
-    _param_defaults = dict(
-        kernels="simplemkl", C=1.0, cv=5, svc_tol=1e-6, random_state=0, class_weight=None,
-        kernel_names=None,
-    )  # fmt: skip
+    _parameter_constraints = {
+        "kernels": KERNELS,
+        "C": POSITIVE,
+        "cv": [Interval("int", 2, None, closed="left")],
+        "svc_tol": POSITIVE,
+        "random_state": NO_VALIDATION,  # StratifiedKFold
+        "class_weight": CLASS_WEIGHT,
+        "kernel_names": KERNEL_NAMES,
+    }
 
     def __init__(
         self, kernels="simplemkl", *, C=1.0, cv=5, svc_tol=1e-6, random_state=0, class_weight=None,
@@ -139,9 +153,7 @@ class BestSingleKernelSVM(MKLClassifierBase):
         self.kernel_names = kernel_names
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
-        C = check_positive("C", self.C)
-        svc_tol = check_positive("svc_tol", self.svc_tol)
-        n_splits = check_int("cv", self.cv, minimum=2)
+        C, svc_tol, n_splits = float(self.C), float(self.svc_tol), int(self.cv)
         P = K.shape[0]
         codes = _class_codes(Y)
         folds = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=self.random_state)

@@ -11,11 +11,11 @@ from scipy.special import expit, log_ndtr
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from bayesmkl.baselines._base import MKLClassifierBase
+from bayesmkl.baselines._base import KERNEL_NAMES, KERNELS, POSITIVE, MKLClassifierBase
 from bayesmkl.baselines._bemkl_vb import _VB, _Prior, elbo, truncated_normal_moments
-from bayesmkl.baselines._budget import Budget, check_max_time
+from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._docstrings import shared_doc
-from bayesmkl.estimators._validation import check_int, check_positive
+from bayesmkl.estimators._validation import MAX_TIME, NO_VALIDATION, Boolean, Interval
 
 __all__ = ["BEMKL", "truncated_normal_moments", "elbo"]
 
@@ -79,11 +79,22 @@ class BEMKL(MKLClassifierBase):
     kernel_names_ : list of str
     """
 
-    _param_defaults = dict(
-        kernels="simplemkl", sparse=False, n_iter=200, sigma_g=0.1, margin=1.0, alpha_lambda=1.0,
-        beta_lambda=1.0, alpha_gamma=1.0, beta_gamma=1.0, alpha_omega=None, beta_omega=None,
-        random_state=None, max_time=None, kernel_names=None,
-    )  # fmt: skip
+    _parameter_constraints = {
+        "kernels": KERNELS,
+        "sparse": [Boolean()],
+        "n_iter": [Interval("int", 1, None, closed="left")],
+        "sigma_g": POSITIVE,
+        "margin": [Interval("real", 0, None, closed="left")],
+        "alpha_lambda": POSITIVE,
+        "beta_lambda": POSITIVE,
+        "alpha_gamma": POSITIVE,
+        "beta_gamma": POSITIVE,
+        "alpha_omega": [None, *POSITIVE],
+        "beta_omega": [None, *POSITIVE],
+        "random_state": NO_VALIDATION,  # check_random_state
+        "max_time": MAX_TIME,
+        "kernel_names": KERNEL_NAMES,
+    }
 
     def __init__(
         self, kernels="simplemkl", *, sparse=False, n_iter=200, sigma_g=0.1, margin=1.0,
@@ -121,9 +132,8 @@ class BEMKL(MKLClassifierBase):
             "beta_omega": b_om,
             "sigma_g": self.sigma_g,
         }
-        values = {name: check_positive(name, val) for name, val in values.items()}
-        margin = check_positive("margin", self.margin, allow_zero=True)
-        return _Prior(margin=margin, **values)
+        values = {name: float(val) for name, val in values.items()}
+        return _Prior(margin=float(self.margin), **values)
 
     @shared_doc
     def fit(self, X, y, sample_weight=None):
@@ -152,12 +162,10 @@ class BEMKL(MKLClassifierBase):
                 "updates have no exact weighted-likelihood form (see BEMKL.fit). Use BM3KLMAP "
                 "or an SVM-based baseline (AverageMKL, SimpleMKL, LpMKL, ...) for weighted data"
             )
-        check_int("n_iter", self.n_iter)
-        check_max_time(self.max_time)
-        self.vb_prior_ = self._prior()
         return super().fit(X, y)
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
+        self.vb_prior_ = self._prior()
         vb = _VB(K, Y, self.vb_prior_)
         s = vb.init(check_random_state(self.random_state))
         budget = Budget("BEMKL", None, self.max_time, unit="sweeps")

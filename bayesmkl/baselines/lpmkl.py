@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from bayesmkl.baselines._base import KERNELS, POSITIVE
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._simplex import lp_min_ratio, lp_support
 from bayesmkl.baselines._solvers import (
@@ -21,12 +22,7 @@ from bayesmkl.baselines._solvers import (
     relative_gap,
     solve_at_weights,
 )
-from bayesmkl.estimators._validation import Interval, check_param
-
-
-def check_p(p) -> float:
-    """Return ``float(p)`` if ``p ≥ 1`` (``np.inf`` allowed), else raise ``ValueError``."""
-    return float(check_param("p", p, [Interval("real", 1, None, closed="left", allow_inf=True)]))
+from bayesmkl.estimators._validation import Interval
 
 
 def solve_lp_mkl(
@@ -112,9 +108,14 @@ class LpMKL(IterativeMKLClassifier):
     classes_ : ndarray
     """
 
-    _param_defaults = dict(
-        kernels="simplemkl", p=2.0, C=1.0, tol=1e-5, max_iter=1000, **SVM_OPTIONS,
-    )  # fmt: skip
+    _parameter_constraints = {
+        "kernels": KERNELS,
+        "p": [Interval("real", 1, None, closed="left", allow_inf=True)],
+        "C": POSITIVE,
+        "tol": POSITIVE,
+        "max_iter": [Interval("int", 1, None, closed="left")],
+        **SVM_OPTIONS,
+    }
 
     def __init__(
         self, kernels="simplemkl", *, p=2.0, C=1.0, tol=1e-5, max_iter=1000, svc_tol=1e-6,
@@ -131,8 +132,8 @@ class LpMKL(IterativeMKLClassifier):
         self.kernel_names = kernel_names
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
-        p = check_p(self.p)
-        self._store(solve_lp_mkl(K, Y, self._solver_options(sample_weight), p=p), normalized=True)
+        opts = self._solver_options(sample_weight)
+        self._store(solve_lp_mkl(K, Y, opts, p=float(self.p)), normalized=True)
 
 
-__all__ = ["LpMKL", "check_p", "solve_lp_mkl"]
+__all__ = ["LpMKL", "solve_lp_mkl"]

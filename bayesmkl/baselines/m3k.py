@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import linprog
 
+from bayesmkl.baselines._base import CLASS_WEIGHT, KERNEL_NAMES, KERNELS, POSITIVE
 from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._crammer_singer import (
     CrammerSingerMKLBase,
@@ -44,11 +45,9 @@ from bayesmkl.baselines._simplex import lp_min_ratio, lp_support
 from bayesmkl.baselines._solvers import MKLFit, SolverOptions, WeightedSVMs, relative_gap, store_fit
 from bayesmkl.baselines._svm import combine
 from bayesmkl.baselines.simplemkl import descend, reduced_gradient_step
-from bayesmkl.estimators._validation import MAX_TIME, Interval, validate_params
+from bayesmkl.estimators._validation import MAX_TIME, Interval
 
 __all__ = ["M3K", "PlaneBound", "solve_m3k"]
-
-_POSITIVE = Interval("real", 0, None, closed="neither")
 
 
 class PlaneBound:
@@ -214,10 +213,17 @@ class M3K(CrammerSingerMKLBase):
     {{gap_attributes}}
     """
 
-    _param_defaults = dict(
-        kernels="simplemkl", q=1.0, C=1.0, tol=1e-3, max_iter=500, cs_tol=1e-6, max_time=None,
-        class_weight=None, kernel_names=None,
-    )  # fmt: skip
+    _parameter_constraints = {
+        "kernels": KERNELS,
+        "q": [Interval("real", 1, None, closed="left", allow_inf=True)],
+        "C": POSITIVE,
+        "tol": POSITIVE,
+        "max_iter": [Interval("int", 1, None, closed="left")],
+        "cs_tol": POSITIVE,
+        "max_time": MAX_TIME,
+        "class_weight": CLASS_WEIGHT,
+        "kernel_names": KERNEL_NAMES,
+    }
 
     def __init__(
         self, kernels="simplemkl", *, q=1.0, C=1.0, tol=1e-3, max_iter=500, cs_tol=1e-6,
@@ -233,17 +239,7 @@ class M3K(CrammerSingerMKLBase):
         self.class_weight = class_weight
         self.kernel_names = kernel_names
 
-    _constraints = {
-        "q": [Interval("real", 1, None, closed="left", allow_inf=True)],
-        "C": [_POSITIVE],
-        "tol": [_POSITIVE],
-        "max_iter": [Interval("int", 1, None, closed="left")],
-        "cs_tol": [_POSITIVE],
-        "max_time": MAX_TIME,
-    }
-
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
-        validate_params(self, self._constraints)
         opts = SolverOptions(
             C=float(self.C),
             tol=float(self.tol),

@@ -45,12 +45,18 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import betaln, logsumexp
 
-from bayesmkl.baselines._base import MKLClassifierBase
+from bayesmkl.baselines._base import (
+    CLASS_WEIGHT,
+    KERNEL_NAMES,
+    KERNELS,
+    POSITIVE,
+    MKLClassifierBase,
+)
 from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.config import with_x64
-from bayesmkl.estimators._validation import MAX_TIME, Interval, Options, validate_params
-from bayesmkl.model.classification import Hyper, signed_targets
+from bayesmkl.estimators._validation import MAX_TIME, Interval, Options
+from bayesmkl.model.classification import signed_targets
 from bayesmkl.model.likelihood import log_pseudo_likelihood
 from bayesmkl.posterior.checks import check_kernel_scale
 from bayesmkl.sampler.conditionals import ab_mean_lambda_form, per_kernel_decisions
@@ -99,42 +105,36 @@ def _log_joint_a_grid(a, nu, log_q):
     return -0.5 * np.log(2.0 * np.pi * nu) - a2 / (2.0 * nu) + log_q
 
 
-_POSITIVE = [Interval("real", 0, None, closed="neither")]
-#: Parameter constraints checked by ``fit`` (see :mod:`bayesmkl.estimators._validation`).
-_CONSTRAINTS = {
-    "eta": [Interval("real", 1, None, description=">= 1 for a MAP estimate to exist")],
-    "alpha_a": _POSITIVE,
-    "beta_a": _POSITIVE,
-    "binary_mode": [Options("single", "ova")],
-    "gamma0": [Interval("real", 0, None)],
-    "bias_prior_var": _POSITIVE,
-    "kappa": _POSITIVE,
-    "max_time": MAX_TIME,
-}
-
-
 @shared_doc
 class BM3KLMAP(MKLClassifierBase):
     """MAP estimate of the BM3KL posterior (kernel weights, sample weights, biases).
 
+    The hyper-parameters' defaults are the package's default prior, ``Hyper()``
+    (:class:`bayesmkl.model.classification.Hyper`, the prior that
+    :class:`~bayesmkl.BM3KLClassifier` samples by default); the paper's values are the preset
+    ``Hyper.paper()``: ``BM3KLMAP(**Hyper.paper()._asdict())``.
+
     Parameters
     ----------
-    kernels : str or KernelPool
+    kernels : str or KernelPool, default="bsvm16"
         As for :class:`bayesmkl.BM3KLClassifier`.
-    eta : float, default=1.0
+    eta : float, default=2.0
         Dirichlet concentration; must be ≥ 1 for the MAP to exist.
-    alpha_a, beta_a, kappa : float
+    alpha_a, beta_a, kappa : float, default=1.0
         TPBN hyper-parameters (α_a + β_a > 1 needed; the paper's α_a = 1 with any β_a > 0 works).
-    bias_prior_var : float, default=1e-4
+    bias_prior_var : float, default=1.0
         Prior variance τ of the biases.
-    gamma0 : float, default=100.0
+    gamma0 : float, default=1.0
         Rate of λ's Exp(γ0) prior; selects L' (or L for 0).
-    binary_mode : {"single", "ova"}
-        One classifier for two classes (default) or one-vs-all with C = 2.
+    binary_mode : {"single", "ova"}, default="single"
+        One classifier for two classes or one-vs-all with C = 2.
     max_iter : int, default=200
         ECM iterations.
     tol : float, default=1e-7
         Stop when the relative objective increase falls below ``tol``.
+    n_grid : int, default=400
+        Points of the log-grid on which the TPBN prior of ν is integrated out
+        (:func:`tpbn_grid`).
     max_time : float or None, default=None
         Wall-clock budget in seconds. Stopping on it or on ``max_iter`` before ``tol`` keeps
         the last iterate and issues a ``ConvergenceWarning`` that names the limit.
@@ -155,14 +155,26 @@ class BM3KLMAP(MKLClassifierBase):
     n_iter_ : int
     """
 
-    _param_defaults = dict(
-        kernels="bsvm16", **Hyper.paper()._asdict(), binary_mode="single", max_iter=200, tol=1e-7,
-        n_grid=400, max_time=None, class_weight=None, kernel_names=None,
-    )  # fmt: skip
+    _parameter_constraints = {
+        "kernels": KERNELS,
+        "eta": [Interval("real", 1, None, description=">= 1 for a MAP estimate to exist")],
+        "alpha_a": POSITIVE,
+        "beta_a": POSITIVE,
+        "kappa": POSITIVE,
+        "bias_prior_var": POSITIVE,
+        "gamma0": [Interval("real", 0, None)],
+        "binary_mode": [Options("single", "ova")],
+        "max_iter": [Interval("int", 1, None, closed="left")],
+        "tol": [Interval("real", 0, None, closed="left")],
+        "n_grid": [Interval("int", 2, None, closed="left")],
+        "max_time": MAX_TIME,
+        "class_weight": CLASS_WEIGHT,
+        "kernel_names": KERNEL_NAMES,
+    }
 
     def __init__(
-        self, kernels="bsvm16", *, eta=1.0, alpha_a=1.0, beta_a=0.1, kappa=1e-10,
-        bias_prior_var=1e-4, gamma0=100.0, binary_mode="single", max_iter=200, tol=1e-7,
+        self, kernels="bsvm16", *, eta=2.0, alpha_a=1.0, beta_a=1.0, kappa=1.0,
+        bias_prior_var=1.0, gamma0=1.0, binary_mode="single", max_iter=200, tol=1e-7,
         n_grid=400, max_time=None, class_weight=None, kernel_names=None,
     ):  # fmt: skip
         self.kernels = kernels
@@ -182,7 +194,6 @@ class BM3KLMAP(MKLClassifierBase):
 
     def fit(self, X, y, sample_weight=None):
         """Compute the MAP estimate; ``sample_weight (N,)`` weights the likelihood terms."""
-        validate_params(self, _CONSTRAINTS)
         return super().fit(X, y, sample_weight)
 
     def _log_lik(self, f, delta, sw):
@@ -307,10 +318,10 @@ class BM3KLMAP(MKLClassifierBase):
         """Class probabilities of the MAP parameters: σ(ψ(f)) or softmax(ψ(f)) (docs/math.md §6).
 
         The pseudo-likelihood's raw rule at one point, neither averaged over a posterior nor
-        calibrated: at γ0 = 100 nearly every probability is close to 0 or 1, and the test
-        log-loss is poor against the default :class:`~bayesmkl.BM3KLClassifier`'s. For
-        decisions use that estimator's
-        ``predict_proba``, or wrap this one in ``CalibratedClassifierCV``.
+        calibrated: at the paper's γ0 = 100 nearly every probability is close to 0 or 1, and the
+        test log-loss is poor against the default :class:`~bayesmkl.BM3KLClassifier`'s. For
+        decisions use that estimator's ``predict_proba``, or wrap this one in
+        ``CalibratedClassifierCV``.
         """
         from bayesmkl.posterior.predictive import draw_probabilities
 

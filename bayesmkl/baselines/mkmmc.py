@@ -35,15 +35,16 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from bayesmkl.baselines._base import fit_kernel_input
+from bayesmkl.baselines._base import KERNEL_NAMES, KERNELS, ParamsMixin, fit_kernel_input
 from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._simplex_qp import maximize_quadratic_on_simplex
 from bayesmkl.baselines._svm import combine
 from bayesmkl.estimators._validation import (
+    MAX_TIME,
+    NO_VALIDATION,
     Interval,
-    check_choice,
-    check_int,
+    Options,
     check_param,
     validate_labels,
 )
@@ -95,7 +96,7 @@ def _top_eigvecs(L: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @shared_doc
-class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
+class MKMMC(ParamsMixin, ClassifierMixin, TransformerMixin, BaseEstimator):
     """Multiple-kernel maximum margin criterion: supervised embedding + 1-NN classifier.
 
     Alternates the 𝒜-step (top ``n_components`` eigenvectors of ``L_θ = 2 K_θ (D − W) K_θ``) and the
@@ -156,10 +157,18 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
     kernel_names_ : list of str
     """
 
-    _param_defaults = dict(
-        kernels="simplemkl", n_components=None, max_iter=50, tol=1e-6, theta_solver="auto",
-        n_restarts=10, random_state=None, n_vertex_starts=10, max_time=None, kernel_names=None,
-    )  # fmt: skip
+    _parameter_constraints = {
+        "kernels": KERNELS,
+        "n_components": [None, Interval("int", 1, None, closed="left")],  # ≤ N: checked in fit
+        "max_iter": [Interval("int", 1, None, closed="left")],
+        "tol": [Interval("real", 0, None, closed="left")],
+        "theta_solver": [Options("auto", "enumerate", "multistart")],
+        "n_restarts": [Interval("int", 0, None, closed="left")],
+        "random_state": NO_VALIDATION,  # check_random_state
+        "n_vertex_starts": [None, Interval("int", 0, None)],
+        "max_time": MAX_TIME,
+        "kernel_names": KERNEL_NAMES,
+    }
 
     def __init__(
         self, kernels="simplemkl", *, n_components=None, max_iter=50, tol=1e-6, theta_solver="auto",
@@ -201,9 +210,8 @@ class MKMMC(ClassifierMixin, TransformerMixin, BaseEstimator):
                 "MKMMC does not support sample_weight: its maximum-margin-criterion graph and "
                 "1-NN rule have no per-sample loss to weight (see MKMMC.fit)"
             )
-        check_choice("theta_solver", self.theta_solver, ("auto", "enumerate", "multistart"))
-        check_int("max_iter", self.max_iter)
-        nv = check_param("n_vertex_starts", self.n_vertex_starts, [None, Interval("int", 0, None)])
+        self._validate_params()
+        nv = self.n_vertex_starts
         budget = Budget("MKMMC", self.max_iter, self.max_time, unit="alternations")
         K = fit_kernel_input(self, X)
         P, N, _ = K.shape

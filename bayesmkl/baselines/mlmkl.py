@@ -32,13 +32,20 @@ from scipy.optimize import linprog
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from bayesmkl.baselines._base import MKLClassifierBase, fit_kernel_input
-from bayesmkl.baselines._budget import Budget, check_max_time
+from bayesmkl.baselines._base import (
+    CLASS_WEIGHT,
+    KERNEL_NAMES,
+    KERNELS,
+    POSITIVE,
+    MKLClassifierBase,
+    fit_kernel_input,
+)
+from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._solvers import IterativeMKLClassifier
 from bayesmkl.baselines._svm import combine, fit_svc, kernel_quadratics
 from bayesmkl.baselines.simplemkl import solve_simplemkl
-from bayesmkl.estimators._validation import Interval, check_int, check_param, check_positive
+from bayesmkl.estimators._validation import MAX_TIME, NO_VALIDATION, Interval
 from bayesmkl.estimators._weights import check_sample_weight
 
 __all__ = ["MLMKLSum", "MLMKLSA", "class_objectives", "minimax_lower_bound"]
@@ -119,10 +126,6 @@ def minimax_lower_bound(K: np.ndarray, V: np.ndarray) -> tuple[float, np.ndarray
 class _MLMKLBase(MKLClassifierBase):
     """Shared plumbing: multiclass (one-vs-rest) or multi-label targets, final per-task SVMs."""
 
-    def _validate_params(self) -> None:
-        check_positive("C", self.C)
-        check_positive("svc_tol", self.svc_tol)
-
     @shared_doc
     def fit(self, X, y, sample_weight=None):
         """Fit on ``X`` and labels ``y``.
@@ -142,13 +145,16 @@ class _MLMKLBase(MKLClassifierBase):
         -------
         self
         """
-        self._validate_params()
+        return super().fit(X, y, sample_weight)
+
+    def _fit_data(self, X, y, sample_weight=None):
+        """The base class's ``_fit_data`` for a 1-D ``y``; one task per column for a 2-D one."""
         y_arr = np.asarray(y)
         if y_arr.ndim == 2 and y_arr.shape[1] == 1:
             y_arr = y = column_or_1d(y_arr, warn=True)  # DataConversionWarning, as sklearn does
         if y_arr.ndim == 1:
             self.multilabel_ = False
-            return super().fit(X, y, sample_weight)
+            return super()._fit_data(X, y, sample_weight)
         if y_arr.ndim != 2:
             raise ValueError(f"y must be 1-D labels or a 2-D indicator matrix; got {y_arr.shape}")
         K = fit_kernel_input(self, X)
@@ -250,10 +256,6 @@ class MLMKLSum(_MLMKLBase, IterativeMKLClassifier):
     {{mlmkl_attributes}}
     """
 
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        self._solver_options()
-
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         fit = solve_simplemkl(K, Y, self._solver_options(sample_weight), name="MLMKLSum")
         self.objective_ = np.asarray(fit.objectives, dtype=np.float64)
@@ -323,11 +325,22 @@ class MLMKLSA(_MLMKLBase):
     {{mlmkl_attributes}}
     """
 
-    _param_defaults = dict(
-        kernels="simplemkl", C=1.0, max_iter=1000, min_iter=50, tol=1e-4, delta=0.2, eta_p=None,
-        eta_gamma=None, eta_scale=2.0, svc_tol=1e-6, random_state=None, max_time=None,
-        class_weight=None, kernel_names=None,
-    )  # fmt: skip
+    _parameter_constraints = {
+        "kernels": KERNELS,
+        "C": POSITIVE,
+        "max_iter": [Interval("int", 1, None, closed="left")],
+        "min_iter": [Interval("int", 0, None, closed="left")],
+        "tol": [Interval("real", 0, None, closed="left")],
+        "delta": [Interval("real", 0, 1, closed="right")],
+        "eta_p": [None, *POSITIVE],
+        "eta_gamma": [None, *POSITIVE],
+        "eta_scale": POSITIVE,
+        "svc_tol": POSITIVE,
+        "random_state": NO_VALIDATION,  # check_random_state
+        "max_time": MAX_TIME,
+        "class_weight": CLASS_WEIGHT,
+        "kernel_names": KERNEL_NAMES,
+    }
 
     def __init__(
         self, kernels="simplemkl", *, C=1.0, max_iter=1000, min_iter=50, tol=1e-4, delta=0.2,
@@ -348,18 +361,6 @@ class MLMKLSA(_MLMKLBase):
         self.max_time = max_time
         self.class_weight = class_weight
         self.kernel_names = kernel_names
-
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        check_int("max_iter", self.max_iter)
-        check_int("min_iter", self.min_iter, minimum=0)
-        check_max_time(self.max_time)
-        check_positive("tol", self.tol, allow_zero=True)
-        check_param("delta", self.delta, [Interval("real", 0, 1, closed="right")])
-        for name in ("eta_p", "eta_gamma"):
-            if getattr(self, name) is not None:
-                check_positive(name, getattr(self, name))
-        check_positive("eta_scale", self.eta_scale)
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
         rng = check_random_state(self.random_state)

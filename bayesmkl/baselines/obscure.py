@@ -36,11 +36,12 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.utils import check_random_state
 
+from bayesmkl.baselines._base import CLASS_WEIGHT, KERNEL_NAMES, KERNELS, POSITIVE
 from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._crammer_singer import CrammerSingerMKLBase, class_codes, multiclass_hinge
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._simplex import lp_norm
-from bayesmkl.estimators._validation import MAX_TIME, Interval, validate_params
+from bayesmkl.estimators._validation import MAX_TIME, NO_VALIDATION, Interval
 
 __all__ = ["OBSCURE", "ObscureFit", "link_weights", "obscure_certificate", "run_obscure"]
 
@@ -247,10 +248,17 @@ class OBSCURE(CrammerSingerMKLBase):
     classes_ : ndarray
     """
 
-    _param_defaults = dict(
-        kernels="simplemkl", p=1.5, C=1.0, tol=0.02, max_iter=2000, random_state=None,
-        max_time=None, class_weight=None, kernel_names=None,
-    )  # fmt: skip
+    _parameter_constraints = {
+        "kernels": KERNELS,
+        "p": [Interval("real", 1, 2, closed="right")],
+        "C": POSITIVE,
+        "tol": POSITIVE,
+        "max_iter": [Interval("int", 0, None, closed="left")],
+        "random_state": NO_VALIDATION,  # check_random_state
+        "max_time": MAX_TIME,
+        "class_weight": CLASS_WEIGHT,
+        "kernel_names": KERNEL_NAMES,
+    }
 
     def __init__(
         self, kernels="simplemkl", *, p=1.5, C=1.0, tol=0.02, max_iter=2000, random_state=None,
@@ -266,16 +274,7 @@ class OBSCURE(CrammerSingerMKLBase):
         self.class_weight = class_weight
         self.kernel_names = kernel_names
 
-    _constraints = {
-        "p": [Interval("real", 1, 2, closed="right")],
-        "C": [Interval("real", 0, None, closed="neither")],
-        "tol": [Interval("real", 0, None, closed="neither")],
-        "max_iter": [Interval("int", 0, None, closed="left")],
-        "max_time": MAX_TIME,
-    }
-
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
-        validate_params(self, self._constraints)
         fit = run_obscure(
             K,
             class_codes(Y),

@@ -16,15 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from bayesmkl.baselines._base import KERNELS
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._simplex import elastic_net_min_ratio, elastic_net_support
 from bayesmkl.baselines._solvers import ITERATIVE_PARAMS, IterativeMKLClassifier, alternating_mkl
-from bayesmkl.estimators._validation import Interval, check_param
-
-
-def check_v(v) -> float:
-    """Return ``float(v)`` if ``0 ≤ v ≤ 1``, else raise ``ValueError``."""
-    return float(check_param("v", v, [Interval("real", 0, 1)]))
+from bayesmkl.estimators._validation import Interval
 
 
 def elastic_net_start(P: int, v: float) -> np.ndarray:
@@ -69,7 +65,11 @@ class SGMKL(IterativeMKLClassifier):
     {{gap_attributes}}
     """
 
-    _param_defaults = dict(kernels="simplemkl", v=0.5, **ITERATIVE_PARAMS)
+    _parameter_constraints = {
+        "kernels": KERNELS,
+        "v": [Interval("real", 0, 1)],
+        **ITERATIVE_PARAMS,
+    }
 
     def __init__(
         self, kernels="simplemkl", *, v=0.5, C=1.0, tol=1e-3, max_iter=500, svc_tol=1e-6,
@@ -86,7 +86,7 @@ class SGMKL(IterativeMKLClassifier):
         self.kernel_names = kernel_names
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
-        v = check_v(self.v)
+        v = float(self.v)
         fit = alternating_mkl(
             K,
             Y,

@@ -28,6 +28,7 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from bayesmkl.baselines._base import KERNELS
 from bayesmkl.baselines._budget import Budget
 from bayesmkl.baselines._docstrings import shared_doc
 from bayesmkl.baselines._simplex import (
@@ -46,7 +47,7 @@ from bayesmkl.baselines._solvers import (
     solve_at_weights,
 )
 from bayesmkl.baselines.lpmkl import solve_lp_mkl
-from bayesmkl.estimators._validation import check_choice, check_positive
+from bayesmkl.estimators._validation import Interval, Options
 
 LOSSES = ("hinge", "square_hinge", "square")
 
@@ -217,7 +218,12 @@ class SoftMarginMKL(IterativeMKLClassifier):
     {{gap_attributes}}
     """
 
-    _param_defaults = dict(kernels="simplemkl", loss="hinge", theta=1.0, **ITERATIVE_PARAMS)
+    _parameter_constraints = {
+        "kernels": KERNELS,
+        "loss": [Options(*LOSSES)],
+        "theta": [Interval("real", 0, None, closed="neither", allow_inf=True)],
+        **ITERATIVE_PARAMS,
+    }
 
     def __init__(
         self, kernels="simplemkl", *, loss="hinge", theta=1.0, C=1.0, tol=1e-3, max_iter=500,
@@ -235,8 +241,7 @@ class SoftMarginMKL(IterativeMKLClassifier):
         self.kernel_names = kernel_names
 
     def _fit_kernels(self, K: np.ndarray, Y: np.ndarray, sample_weight=None) -> None:
-        check_choice("loss", self.loss, LOSSES)
-        theta = check_positive("theta", self.theta, allow_inf=True)
+        theta = float(self.theta)
         opts = self._solver_options(sample_weight)
         P = K.shape[0]
         if self.loss == "hinge":

@@ -14,8 +14,9 @@ Each estimator class declares its parameters once more, in one table
 the command line takes its choices from, and :func:`signature_problems` checks against the
 signature. The two BM3KL tables are here, in a module that imports neither JAX nor
 scikit-learn, so that :mod:`bayesmkl.cli.parser` can read them; the baselines declare theirs in
-their class bodies. The names of the moves, priors, ν updates and named pools are written out
-in the tables; ``tests/test_api_conventions.py`` checks them against
+their class bodies (with the groups they share from :mod:`bayesmkl.baselines._base` and
+:mod:`bayesmkl.baselines._solvers` spliced in). The names of the moves, priors, ν updates and
+named pools are written out in the tables; ``tests/test_api_conventions.py`` checks them against
 :data:`bayesmkl.sampler.moves.MOVES`, :data:`bayesmkl.model.classification.PRIORS` and the others.
 """
 
@@ -163,12 +164,12 @@ def choices(table: dict, name: str) -> tuple:
 
 
 def parameter_table(cls) -> dict:
-    """``cls._parameter_constraints``; for a baseline not yet moved to it, the names of its
-    older ``_param_defaults`` table (each with :data:`NO_VALIDATION`)."""
-    table = vars(cls).get("_parameter_constraints") or getattr(cls, "_parameter_constraints", None)
-    if table:
-        return table
-    return dict.fromkeys(cls._param_defaults, NO_VALIDATION)
+    """``cls._parameter_constraints``, the estimator's one table of its parameters (declared in
+    the class or inherited with its ``__init__``); ``TypeError`` for a class without one."""
+    table = getattr(cls, "_parameter_constraints", None)
+    if not table:
+        raise TypeError(f"{cls.__name__} declares no _parameter_constraints table")
+    return table
 
 
 def signature_problems(cls) -> list[str]:

@@ -5,6 +5,11 @@ import pytest
 from scipy import integrate, optimize, stats
 
 from bayesmkl.baselines.map import BM3KLMAP, _log_joint_a_grid, tpbn_grid
+from bayesmkl.model.classification import PRIORS, Hyper
+
+#: The paper's hyper-parameters, given explicitly: the tests below were written against them
+#: (``BM3KLMAP()``'s defaults were the paper's before they became the default prior's).
+PAPER = Hyper.paper()._asdict()
 
 
 def _problem(n=40, seed=0, n_classes=2):
@@ -22,7 +27,19 @@ def _problem(n=40, seed=0, n_classes=2):
 @pytest.fixture(scope="module")
 def fitted():
     K, y = _problem()
-    return BM3KLMAP(kernels="precomputed", max_iter=300, tol=1e-10).fit(K, y), K, y
+    return BM3KLMAP(kernels="precomputed", max_iter=300, tol=1e-10, **PAPER).fit(K, y), K, y
+
+
+def test_defaults_are_the_default_prior_and_the_paper_is_a_preset():
+    """``BM3KLMAP()``'s hyper-parameters are ``Hyper()``, the prior ``BM3KLClassifier()``
+    samples by default; ``Hyper.paper()`` gives the paper's."""
+    from bayesmkl import BM3KLClassifier
+
+    params = BM3KLMAP().get_params()
+    assert Hyper(**{name: params[name] for name in Hyper._fields}) == Hyper()
+    assert Hyper() == PRIORS[BM3KLClassifier().prior]
+    paper = BM3KLMAP(**PAPER).get_params()
+    assert Hyper(**{name: paper[name] for name in Hyper._fields}) == PRIORS["paper"]
 
 
 def test_objective_never_decreases(fitted):
@@ -88,7 +105,7 @@ def test_tpbn_grid_marginal_matches_quadrature(a):
 
 def test_multiclass_and_validation():
     K, y = _problem(n=45, n_classes=3)
-    m = BM3KLMAP(kernels="precomputed", max_iter=50).fit(K, np.array(["a", "b", "c"])[y])
+    m = BM3KLMAP(kernels="precomputed", max_iter=50, **PAPER).fit(K, np.array(["a", "b", "c"])[y])
     assert m.dual_coef_.shape == (3, 45)
     assert set(m.predict(K)) <= {"a", "b", "c"}
     assert m.score(K, np.array(["a", "b", "c"])[y]) > 0.8

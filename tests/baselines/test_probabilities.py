@@ -66,9 +66,12 @@ def test_platt_scaling_passes_sample_weights_to_the_baseline():
 
 
 def test_platt_scaling_of_bm3klmap_beats_its_raw_rule():
-    """BM3KLMAP's own probabilities are the raw rule's at γ0 = 100, near 0 or 1; its docstring
-    points to CalibratedClassifierCV, which must then do better on held-out log-loss."""
+    """BM3KLMAP's own probabilities at the paper's γ0 = 100 are the raw rule's, near 0 or 1; its
+    docstring points to CalibratedClassifierCV, which must then do better on held-out log-loss."""
+    from bayesmkl.model.classification import Hyper
+
+    paper = Hyper.paper()._asdict()
     X, y, Xt, yt = _data(2)
-    raw = baselines.BM3KLMAP(kernels="bsvm16").fit(X, y).predict_proba(Xt)
-    cal = CalibratedClassifierCV(baselines.BM3KLMAP(kernels="bsvm16"), cv=3).fit(X, y)
+    raw = baselines.BM3KLMAP(kernels="bsvm16", **paper).fit(X, y).predict_proba(Xt)
+    cal = CalibratedClassifierCV(baselines.BM3KLMAP(kernels="bsvm16", **paper), cv=3).fit(X, y)
     assert log_loss(yt, cal.predict_proba(Xt)) < log_loss(yt, raw)

@@ -36,6 +36,7 @@ from bayesmkl.baselines import (
     SoftMarginMKL,
 )
 from bayesmkl.estimators._weights import check_class_weight, effective_sample_weight
+from bayesmkl.model.classification import Hyper
 
 TOL = 1e-7
 WEIGHT_ATOL = 3e-5
@@ -147,6 +148,10 @@ def test_balanced_class_weight_rescues_a_4_vs_196_imbalance():
 # ---------------------------------------------------------------------------------------------
 
 
+#: The paper's hyper-parameters, which these tests were written against (the old defaults).
+MAP_PAPER = Hyper.paper()._asdict()
+
+
 def _map_problem(n=40, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 2))
@@ -157,8 +162,9 @@ def _map_problem(n=40, seed=0):
 
 def test_map_unit_weights_equal_the_unweighted_fit():
     K, y = _map_problem()
-    a = BM3KLMAP(kernels="precomputed", max_iter=50).fit(K, y)
-    b = BM3KLMAP(kernels="precomputed", max_iter=50).fit(K, y, sample_weight=np.ones(y.size))
+    a = BM3KLMAP(kernels="precomputed", **MAP_PAPER, max_iter=50).fit(K, y)
+    b = BM3KLMAP(kernels="precomputed", **MAP_PAPER, max_iter=50)
+    b.fit(K, y, sample_weight=np.ones(y.size))
     np.testing.assert_allclose(b.kernel_weights_, a.kernel_weights_, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(b.a_, a.a_, rtol=1e-7, atol=1e-10)
     np.testing.assert_allclose(b.objective_, a.objective_, rtol=1e-10)
@@ -172,18 +178,19 @@ def test_map_zero_weight_makes_the_label_irrelevant():
     sw[:5] = 0.0
     flipped = y.copy()
     flipped[:5] = 1 - flipped[:5]
-    a = BM3KLMAP(kernels="precomputed", max_iter=60).fit(K, y, sample_weight=sw)
-    b = BM3KLMAP(kernels="precomputed", max_iter=60).fit(K, flipped, sample_weight=sw)
+    a = BM3KLMAP(kernels="precomputed", **MAP_PAPER, max_iter=60).fit(K, y, sample_weight=sw)
+    b = BM3KLMAP(kernels="precomputed", **MAP_PAPER, max_iter=60).fit(K, flipped, sample_weight=sw)
     np.testing.assert_allclose(a.kernel_weights_, b.kernel_weights_, rtol=1e-10)
     np.testing.assert_allclose(a.decision_function(K), b.decision_function(K), atol=1e-9)
-    c = BM3KLMAP(kernels="precomputed", max_iter=60).fit(K, flipped)
+    c = BM3KLMAP(kernels="precomputed", **MAP_PAPER, max_iter=60).fit(K, flipped)
     assert np.max(np.abs(c.decision_function(K) - a.decision_function(K))) > 1e-2
 
 
 def test_map_weighted_objective_is_monotone():
     K, y = _map_problem(seed=3)
     sw = np.random.default_rng(0).uniform(0.0, 3.0, size=y.size)
-    m = BM3KLMAP(kernels="precomputed", max_iter=80, tol=1e-12).fit(K, y, sample_weight=sw)
+    m = BM3KLMAP(kernels="precomputed", **MAP_PAPER, max_iter=80, tol=1e-12)
+    m.fit(K, y, sample_weight=sw)
     obj = np.asarray(m.objective_)
     assert len(obj) > 3
     assert np.diff(obj).min() >= -1e-9 * np.abs(obj).max()
