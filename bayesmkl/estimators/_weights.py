@@ -33,15 +33,16 @@ def check_sample_weight(sample_weight, n: int, *, max_weight: float | None = Non
     elif isinstance(sample_weight, numbers.Number) and not isinstance(sample_weight, bool):
         sw = np.full(n, sample_weight, dtype=np.float64)
     else:
-        if np.ndim(sample_weight) != 1:
-            raise ValueError(
-                f"Sample weights must be 1D array or scalar, got {np.ndim(sample_weight)}D "
-                f"array. Expected either a scalar value or a 1D array of length {n}."
-            )
+        # check_array first: it converts array-likes (np.ndim would not accept them all)
         sw = check_array(
-            sample_weight, ensure_2d=False, dtype=np.float64, input_name="sample_weight",
-            ensure_min_samples=0,
+            sample_weight, ensure_2d=False, allow_nd=True, dtype=np.float64,
+            input_name="sample_weight", ensure_min_samples=0, ensure_all_finite=False,
         )  # fmt: skip
+        if sw.ndim != 1:
+            raise ValueError(
+                f"Sample weights must be 1D array or scalar, got {sw.ndim}D array. Expected "
+                f"either a scalar value or a 1D array of length {n}."
+            )
         if sw.shape != (n,):
             raise ValueError(f"sample_weight.shape == {sw.shape}, expected {(n,)}!")
     if not np.all(np.isfinite(sw)):
