@@ -42,6 +42,7 @@ from bayesmkl.exceptions import (
 )
 from bayesmkl.kernels.pool import PSD_RTOL, KernelMemoryError, validate_precomputed
 from bayesmkl.posterior.checks import check_draws, check_label_types
+from tests.cases import duplicated_rows
 from tests.estimators.test_estimator import SMALL, small_data
 
 load = BM3KLClassifier.load
@@ -280,25 +281,10 @@ def test_cli_other_delimiter_gives_a_hint(tmp_path, capsys, content, name):
 # --------------------------------------------------------------------------------------------
 
 
-def make_duplicated_rows(n: int = 350, seed: int = 1):
-    """Three low-cardinality features (one a rare binary) and a logistic label: many duplicated
-    rows (12 distinct for the defaults), hence rank-deficient kernels; the data on which the
-    sampler used to return all-NaN draws (``benchmarks/_common.py`` keeps the same data as the
-    stress benchmark's ``"repro"`` set)."""
-    rng = np.random.default_rng(seed)
-    cls = rng.choice(4, n, p=[0.15, 0.13, 0.32, 0.40]).astype(float)  # ordinal, 4 levels
-    age = (rng.random(n) < 0.05).astype(float)  # rare binary
-    sex = (rng.random(n) < 0.79).astype(float)
-    X = np.column_stack([cls, age, sex])
-    logit = -1.2 * sex + 0.8 * age - 0.5 * (cls - 1.5) + 0.2
-    y = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
-    return (X - X.mean(0)) / X.std(0), y
-
-
 def test_duplicated_rows_give_finite_posterior():
     """Before the jittered retry in ``sample_ab`` every seed 0–4 of this fit (sampler="exact",
     200 sweeps) ended with all-NaN draws and probabilities; now the draws are finite."""
-    X, y = make_duplicated_rows()
+    X, y = duplicated_rows()
     assert len(np.unique(X, axis=0)) == 12
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SamplerDivergenceWarning)  # HMC energy errors here
