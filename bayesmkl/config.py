@@ -6,7 +6,7 @@ Why float64 is needed, and where float32 is allowed
 computation                            precision   why
 =====================================  ==========  ===============================================
 Gibbs sampler (λ, ν, ς, a, b, e, w)    float64     the augmentation variables span more than ten
-                                                   orders of magnitude (λ ~ |ζ| near the margin,
+                                                   orders of magnitude (λ ≈ abs(ζ) at the margin,
                                                    ν → κ = 1e-10 for pruned points); the Λ-form
                                                    solves and the GIG/inverse-Gaussian draws lose
                                                    all precision in float32
