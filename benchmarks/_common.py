@@ -269,10 +269,10 @@ def tiny_data(n: int = 60, d: int = 3, seed: int = 0):
 
 
 def duplicated_rows(n: int = 350, seed: int = 1):
-    """The stress benchmark's ``"repro"`` set: :func:`tests.cases.duplicated_rows`."""
+    """The stress benchmark's ``"repro"`` set: :func:`tests.defect_cases.duplicated_rows`."""
     if str(_REPO) not in sys.path:
         sys.path.insert(0, str(_REPO))
-    from tests.cases import duplicated_rows as make
+    from tests.defect_cases import duplicated_rows as make
 
     return make(n, seed)
 

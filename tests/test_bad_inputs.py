@@ -42,7 +42,7 @@ from bayesmkl.exceptions import (
 )
 from bayesmkl.kernels.pool import PSD_RTOL, KernelMemoryError, validate_precomputed
 from bayesmkl.posterior.checks import check_draws, check_label_types
-from tests.cases import duplicated_rows
+from tests.defect_cases import duplicated_rows
 from tests.estimators.test_estimator import SMALL, small_data
 
 load = BM3KLClassifier.load
