@@ -37,6 +37,7 @@ from bayesmkl.estimators._fitting import (
     AUTO_CHUNK,
     EXTRA_FIELDS,
     RUN_CHUNK,
+    check_kernel_list_shapes,
     check_run_length,
     enable_compilation_cache,
     make_rng_key,
@@ -252,6 +253,7 @@ class BM3KLBase(BaseEstimator):
         check_is_fitted(self, "posterior_")
         self._warn_if_warmup_only()
         if self.kernel_input_.pool is None:
+            check_kernel_list_shapes(X, "precomputed test kernels")
             Kt = check_array(
                 X,
                 allow_nd=True,

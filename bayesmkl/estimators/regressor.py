@@ -409,7 +409,14 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         real = isinstance(coverage, numbers.Real) and not isinstance(coverage, bool)
         if not (real and 0 < coverage < 1):
             raise ValueError(f"coverage must be a number in (0, 1); got {coverage!r}")
-        return self.predict_quantiles(X, [(1 - coverage) / 2, (1 + coverage) / 2])
+        lower, upper = (1 - coverage) / 2, (1 + coverage) / 2
+        if not (0 < lower and upper < 1):  # within 1.1e-16 of 1, (1 + coverage)/2 rounds to 1.0
+            raise ValueError(
+                f"coverage={coverage!r} is too close to 1: the interval's quantiles "
+                f"(1 - coverage)/2 = {lower!r} and (1 + coverage)/2 = {upper!r} must lie in "
+                "(0, 1) in float64; use a coverage of at most 1 - 1e-15"
+            )
+        return self.predict_quantiles(X, [lower, upper])
 
     @with_x64
     def log_predictive_density(self, X, y) -> np.ndarray:
