@@ -1,11 +1,14 @@
 """Messages, far-out test inputs, the CLI's row numbers and blocked prediction under the outside
 audit's inputs (issue 46; the reproducers in ../shared/repro/audit-turn4/)."""
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.datasets import load_breast_cancer
 
 from bayesmkl import BM3KLClassifier, BM3KLRegressor
+from bayesmkl.exceptions import ExtremeDecisionWarning
 from bayesmkl.kernels.input import KernelInput
 
 FAST = dict(num_warmup=10, num_samples=10, num_chains=2, progress_bar=False, random_state=0)
@@ -84,3 +87,43 @@ def test_interval_coverage_too_close_to_one_talks_about_coverage():
     with pytest.raises(ValueError, match=r"coverage=.* is too close to 1") as info:
         BM3KLRegressor().predict_interval(np.zeros((2, 3)), 1 - 1e-16)
     assert "quantiles must" not in str(info.value)
+
+
+# --------------------------------------------------------------------------------------------
+# test rows far outside the training data
+# --------------------------------------------------------------------------------------------
+
+
+def test_feature_far_outside_training_range_warns(bc40):
+    """predict_feature_1e20_no_warning.py: a feature at 1e20 moved p from 0.97 to 0.63 with no
+    warning (the unit-diagonal normalisation keeps f small)."""
+    X, y = bc40
+    clf = _assembled(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clf.predict_proba(X)  # the training rows themselves: no warning
+        clf.predict_proba(X.mean(0) + 5 * (X - X.mean(0)))  # five times as spread: no warning
+    X2 = X[:3].copy()
+    X2[1, 2] = 1e20
+    with pytest.warns(ExtremeDecisionWarning, match=r"1 test row\(s\) \(first rows \[1\]\) lie "
+                                                   "far outside the training data"):  # fmt: skip
+        clf.predict_proba(X2)
+
+
+def test_precomputed_test_row_far_above_training_scale_warns(precomputed, tmp_path):
+    """precomputed_test_row_1e6_silent.py: a test row of all 1e6 (training kernels of unit
+    diagonal) gave p = 0.55 with no warning; the threshold was |f| > 1e8."""
+    clf, Kt = precomputed
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clf.predict_proba(Kt)
+    Kt = Kt.copy()
+    Kt[:, 1, :] = 1e6
+    match = r"1 test row\(s\) \(first rows \[1\]\) lie far outside .*largest diagonal"
+    with pytest.warns(ExtremeDecisionWarning, match=match):
+        clf.predict_proba(Kt)
+    clf.save(tmp_path / "m.nc")  # the training scale is saved with the model
+    loaded = BM3KLClassifier.load(tmp_path / "m.nc")
+    assert loaded.kernel_input_.train_scale == clf.kernel_input_.train_scale
+    with pytest.warns(ExtremeDecisionWarning, match=match):
+        loaded.predict_proba(Kt)

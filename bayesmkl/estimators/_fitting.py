@@ -321,8 +321,7 @@ def check_kernel_list_shapes(X, what: str = "precomputed kernels") -> None:
     if any(s != shapes[0] for s in shapes):
         listed = ", ".join(f"kernel {m}: {s}" for m, s in enumerate(shapes))
         raise ValueError(
-            f"{what} differ in shape ({listed}); every matrix of the list must have the "
-            "same shape"
+            f"{what} differ in shape ({listed}); every matrix of the list must have the same shape"
         )
 
 
