@@ -5,9 +5,10 @@ import warnings
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_breast_cancer
+from sklearn.datasets import load_breast_cancer, load_diabetes
 
 from bayesmkl import BM3KLClassifier, BM3KLRegressor
+from bayesmkl.cli import main
 from bayesmkl.exceptions import ExtremeDecisionWarning
 from bayesmkl.kernels.input import KernelInput
 
@@ -127,3 +128,26 @@ def test_precomputed_test_row_far_above_training_scale_warns(precomputed, tmp_pa
     assert loaded.kernel_input_.train_scale == clf.kernel_input_.train_scale
     with pytest.warns(ExtremeDecisionWarning, match=match):
         loaded.predict_proba(Kt)
+
+
+# --------------------------------------------------------------------------------------------
+# the CLI
+# --------------------------------------------------------------------------------------------
+
+
+def test_cli_regression_target_overflow_names_the_file_row(tmp_path, capsys):
+    """cli_regression_wrong_row_number.sh: a 1e300 target on data row 40 was refused as "row 2"
+    (its index in the training split); the refusal names the row of the file, before fitting."""
+    X, y = load_diabetes(return_X_y=True)
+    X, y = X[:40], y[:40].copy()
+    y[-1] = 1e300
+    path = tmp_path / "reg_big.csv"
+    lines = (",".join(f"{v:.6g}" for v in x) + f",{t:g}" for x, t in zip(X, y, strict=True))
+    path.write_text("\n".join(lines) + "\n")
+    rc = main(["fit", str(path), "--task", "regression", "--num-warmup", "5",
+               "--num-samples", "5", "--chains", "2", "--no-progress",
+               "--out", str(tmp_path / "o")])  # fmt: skip
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "data row 40 is 1e+300" in err and "overflow" in err
+    assert not (tmp_path / "o" / "model.nc").exists()
