@@ -22,7 +22,8 @@ class NonFinitePredictionError(FloatingPointError):
 
 
 class ExtremeDecisionWarning(RuntimeWarning):
-    """Decision values so large that the predictive probabilities are meaningless."""
+    """Decision values so large, or test rows so far outside the training data, that the
+    predictive probabilities are meaningless."""
 
 
 class KernelScaleWarning(UserWarning):

@@ -543,7 +543,10 @@ def test_cli_broken_pipe(saved, tmp_path):
     rc = proc.wait(timeout=300)
     assert first.startswith(b"p_0,p_1,predicted")
     assert rc == 1
-    assert err.count("\n") == 1 and "broken pipe" in err and "Traceback" not in err
+    # the random rows lie far outside the model's training features, which one warning line
+    # says (tests/test_audit_rest.py); the error itself is one line
+    errors = [ln for ln in err.splitlines() if not ln.startswith("bayesmkl: warning:")]
+    assert len(errors) == 1 and "broken pipe" in err and "Traceback" not in err
 
 
 # --------------------------------------------------------------------------------------------

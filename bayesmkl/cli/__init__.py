@@ -159,6 +159,19 @@ def _numeric_target(y, path) -> np.ndarray:
     if not np.all(np.isfinite(out)):
         i = int(np.flatnonzero(~np.isfinite(out))[0])
         raise CLIError(f"{path}: the target of data row {i + 1} is {out[i]!r}, not finite")
+    # checked here, on the file's rows: the regressor's own refusal would number the row within
+    # the training split, not the file
+    from bayesmkl.posterior.checks import scaled_sd
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        overflows = not (np.isfinite(np.mean(out)) and np.isfinite(scaled_sd(out)))
+    if overflows:
+        i = int(np.argmax(np.abs(out)))
+        raise CLIError(
+            f"{path}: the target of data row {i + 1} is {out[i]:.3g}, which makes the mean or "
+            "variance of the targets overflow float64. Rescale the target column (e.g. divide it "
+            "by its largest absolute value, or take a logarithm) or remove the row."
+        )
     return out
 
 

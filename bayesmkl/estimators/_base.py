@@ -37,6 +37,7 @@ from bayesmkl.estimators._fitting import (
     AUTO_CHUNK,
     EXTRA_FIELDS,
     RUN_CHUNK,
+    check_kernel_list_shapes,
     check_run_length,
     enable_compilation_cache,
     make_rng_key,
@@ -44,8 +45,9 @@ from bayesmkl.estimators._fitting import (
     set_fitted_attributes,
 )
 from bayesmkl.estimators._validation import validate_params
+from bayesmkl.kernels.input import FAR_RANGE_FACTOR
 from bayesmkl.posterior import diagnostics
-from bayesmkl.posterior.checks import check_draws
+from bayesmkl.posterior.checks import check_draws, warn_far_rows
 from bayesmkl.posterior.predictive import flat_draws
 from bayesmkl.sampler.chains import resolve_chain_method
 from bayesmkl.sampler.runlength import sample_until_converged
@@ -247,11 +249,26 @@ class BM3KLBase(BaseEstimator):
         return self
 
     def _test_kernels(self, X):
-        """Cross kernels ``(P, M, N)`` of new data (validated); every prediction passes here, so
-        a fit whose draws are warm-up sweeps warns here too (:meth:`_warn_if_warmup_only`)."""
+        """``(cross kernels (P, M, N), far rows)`` of new data: :meth:`_test_input` and the
+        kernels of its rows."""
+        Xv, far = self._test_input(X)
+        return (Xv if self.kernel_input_.pool is None else self.kernel_input_.cross(Xv)), far
+
+    def _warn_far_rows(self, far) -> None:
+        """Warn about the rows ``far`` of :meth:`_test_input` (none: no warning). Called once the
+        predictions are checked, so a row refused as non-finite is not also warned about."""
+        warn_far_rows(far, self.kernel_input_.pool is None, FAR_RANGE_FACTOR)
+
+    def _test_input(self, X):
+        """``(new data validated, far rows)``: the test kernel stack ``(P, M, N)`` for precomputed
+        kernels, else the features ``(M, d)``, and the indices of the rows far outside the
+        training data (:meth:`~bayesmkl.kernels.input.KernelInput.far_rows`). Every prediction
+        passes here, so a fit whose draws are warm-up sweeps warns here
+        (:meth:`_warn_if_warmup_only`)."""
         check_is_fitted(self, "posterior_")
         self._warn_if_warmup_only()
         if self.kernel_input_.pool is None:
+            check_kernel_list_shapes(X, "precomputed test kernels")
             Kt = check_array(
                 X,
                 allow_nd=True,
@@ -259,9 +276,10 @@ class BM3KLBase(BaseEstimator):
                 dtype=(np.float64, np.float32),
                 input_name="K_test",
             )
-            return self.kernel_input_.cross(Kt)
+            Kt = self.kernel_input_.cross(Kt)
+            return Kt, self.kernel_input_.far_rows(Kt)
         Xv = validate_data(self, X, dtype=np.float64, reset=False)
-        return self.kernel_input_.cross(Xv)
+        return Xv, self.kernel_input_.far_rows(Xv)
 
     def _flat_draws(self):
         """``w (S, P), a (S, C, N), b (S, C)`` with chains and draws merged (S = chains·draws)."""

@@ -312,8 +312,22 @@ def resolve_hyper(est) -> Hyper:
     return PRIORS[est.prior]._replace(**{k: v for k, v in own.items() if v is not None})
 
 
+def check_kernel_list_shapes(X, what: str = "precomputed kernels") -> None:
+    """Refuse a list or tuple of kernel matrices of different shapes with a message that names
+    them (NumPy's own "inhomogeneous shape" error, from stacking them, does not)."""
+    if not isinstance(X, (list, tuple)) or len(X) < 2:
+        return
+    shapes = [np.shape(k) for k in X]
+    if any(s != shapes[0] for s in shapes):
+        listed = ", ".join(f"kernel {m}: {s}" for m, s in enumerate(shapes))
+        raise ValueError(
+            f"{what} differ in shape ({listed}); every matrix of the list must have the same shape"
+        )
+
+
 def check_precomputed_stack(X):
     """``X`` as a checked kernel stack ``(P, N, N)`` for ``kernels="precomputed"``."""
+    check_kernel_list_shapes(X)
     Xk = check_array(
         X, allow_nd=True, ensure_2d=False, dtype=(np.float64, np.float32), input_name="K"
     )

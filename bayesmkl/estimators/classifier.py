@@ -443,12 +443,14 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
             S = chains · draws, chain-major.
 
         Raises ``NonFinitePredictionError`` for non-finite values and warns
-        (``ExtremeDecisionWarning``) for rows whose ``|f|`` exceeds 1e8 (the margin is at 1): their
-        test kernels or features lie far outside the training range.
+        (``ExtremeDecisionWarning``) for rows whose ``|f|`` exceeds 1e8 (the margin is at 1), and
+        for rows whose features or test kernels lie far outside the training data
+        (:meth:`~bayesmkl.kernels.input.KernelInput.far_rows`).
         """
-        Kt = self._test_kernels(X)
+        Kt, far = self._test_kernels(X)
         F = posterior_decision_values(self.posterior_, Kt)
         F = check_predictions(F, "decision values", posterior=self.posterior_)
+        self._warn_far_rows(far)
         check_decision_scale(F)
         return F
 

@@ -355,11 +355,19 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         Their mean is :meth:`predict`; their spread is the uncertainty of the regression
         function alone, without the noise.
         """
+        mu, far = self._function_draws(X)
+        self._warn_far_rows(far)
+        return mu
+
+    def _function_draws(self, X):
+        """``(function_draws(X), far rows)``: the caller warns about the far rows once its own
+        checks have passed (a row refused as non-finite is not also warned about)."""
         check_is_fitted(self, "posterior_")
-        F = _post.function_values(self.posterior_, self._test_kernels(X))
+        Kt, far = self._test_kernels(X)
+        F = _post.function_values(self.posterior_, Kt)
         with np.errstate(over="ignore", invalid="ignore"):  # the check below says it
             mu = self.y_mean_ + self.y_scale_ * F
-        return check_predictions(mu, "function values (in units of y)")
+        return check_predictions(mu, "function values (in units of y)"), far
 
     @with_x64
     def predict(self, X, return_std: bool = False):
@@ -378,8 +386,10 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         std : ndarray (M,)
             Only with ``return_std=True``.
         """
-        mu = self.function_draws(X)
-        return _post.predictive_mean_sd(mu, self.posterior_, self.y_scale_, return_std)
+        mu, far = self._function_draws(X)
+        out = _post.predictive_mean_sd(mu, self.posterior_, self.y_scale_, return_std)
+        self._warn_far_rows(far)
+        return out
 
     @with_x64
     def predict_quantiles(self, X, quantiles=(0.05, 0.5, 0.95)) -> np.ndarray:
@@ -399,8 +409,9 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         q = np.atleast_1d(np.asarray(quantiles, dtype=float))
         if q.ndim != 1 or not np.all((q > 0) & (q < 1)):
             raise ValueError(f"quantiles must be numbers in (0, 1); got {quantiles!r}")
-        mu = self.function_draws(X)
+        mu, far = self._function_draws(X)
         out = _post.predictive_quantiles(mu, self.posterior_, self.y_scale_, q)
+        self._warn_far_rows(far)
         return out[:, 0] if np.ndim(quantiles) == 0 else out
 
     def predict_interval(self, X, coverage: float = 0.9) -> np.ndarray:
@@ -409,7 +420,14 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         real = isinstance(coverage, numbers.Real) and not isinstance(coverage, bool)
         if not (real and 0 < coverage < 1):
             raise ValueError(f"coverage must be a number in (0, 1); got {coverage!r}")
-        return self.predict_quantiles(X, [(1 - coverage) / 2, (1 + coverage) / 2])
+        lower, upper = (1 - coverage) / 2, (1 + coverage) / 2
+        if not (0 < lower and upper < 1):  # within 1.1e-16 of 1, (1 + coverage)/2 rounds to 1.0
+            raise ValueError(
+                f"coverage={coverage!r} is too close to 1: the interval's quantiles "
+                f"(1 - coverage)/2 = {lower!r} and (1 + coverage)/2 = {upper!r} must lie in "
+                "(0, 1) in float64; use a coverage of at most 1 - 1e-15"
+            )
+        return self.predict_quantiles(X, [lower, upper])
 
     @with_x64
     def log_predictive_density(self, X, y) -> np.ndarray:

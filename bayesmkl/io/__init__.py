@@ -248,6 +248,7 @@ def save(clf, path) -> Path:
         "y_train": _labels_to_json(clf.y_train_),
         "kernel_names": list(clf.kernel_names_),
         "n_train": int(kin.n_train),
+        "train_scale": None if kin.train_scale is None else [float(v) for v in kin.train_scale],
         "n_features_in": getattr(clf, "n_features_in_", None),
         "feature_names_in": (
             None
@@ -441,7 +442,11 @@ def _from_tree(tree) -> tuple[dict, dict]:
         arrays = {a: np.asarray(ds[name].values) for a, (name, _) in _POOL_ARRAYS.items()
                   if name in ds}  # fmt: skip
         pool = pool_from_state(state["pool"], arrays)
-    kin = KernelInput(pool=pool, names=list(state["kernel_names"]), n_train=int(state["n_train"]))
+    scale = state.get("train_scale")  # absent from files written before it was kept
+    kin = KernelInput(
+        pool=pool, names=list(state["kernel_names"]), n_train=int(state["n_train"]),
+        train_scale=None if scale is None else tuple(float(v) for v in scale),
+    )  # fmt: skip
     fitted = dict(
         kernel_input=kin,
         y_train=_labels_from_json(state["y_train"]),

@@ -48,6 +48,16 @@ def resolve_kernels(kernels, *, center: bool = False) -> KernelPool | None:
     )
 
 
+#: :meth:`KernelInput.far_rows` flags a new row this many training ranges outside the training
+#: data. Features: standardised training columns span several standard deviations, so a test
+#: value flagged is hundreds of standard deviations beyond every training point (1e20 in a
+#: breast-cancer feature moved p from 0.97 to 0.63 silently: a normalised kernel keeps f small).
+#: Precomputed kernels: by Cauchy-Schwarz |k(x, x_j)| <= sqrt(k(x, x) K_jj), so a row above 100
+#: times the largest training diagonal needs k(x, x) above 1e4 times it (for a linear kernel, a
+#: point 100 times farther out than every training point). Ordinary test data never come close.
+FAR_RANGE_FACTOR = 100.0
+
+
 @dataclass
 class KernelInput:
     """The fitted kernel side of an estimator: its pool (or ``None``) and the training shape.
@@ -68,6 +78,7 @@ class KernelInput:
     pool: KernelPool | None
     names: list
     n_train: int
+    train_scale: tuple | None = None
 
     @classmethod
     def fit(
@@ -98,11 +109,34 @@ class KernelInput:
             K, names = pool.train_kernels(), list(pool.names)
         if dtype is not None:
             K = K.astype(dtype, copy=False)
-        return cls(pool=pool, names=list(names), n_train=int(K.shape[-1])), K
+        scale = None
+        if pool is None:  # the largest |diagonal| per kernel; no copy of K
+            scale = tuple(float(v) for v in np.abs(np.einsum("pii->pi", K)).max(axis=1))
+        return cls(pool=pool, names=list(names), n_train=int(K.shape[-1]), train_scale=scale), K
 
     @property
     def n_kernels(self) -> int:
         return len(self.names)
+
+    def far_rows(self, X) -> np.ndarray:
+        """Indices of the rows of new data ``X`` (raw features, or for precomputed kernels a
+        validated cross-kernel stack ``(P, M, N)``) that lie far outside the training data, where
+        a prediction extrapolates without meaning (the caller warns).
+
+        Features: a standardised value beyond the training column's range by more than
+        :data:`FAR_RANGE_FACTOR` times that range (constant training columns are not judged).
+        Precomputed kernels: a row whose largest |k(x, x_j)| exceeds :data:`FAR_RANGE_FACTOR`
+        times the kernel's largest training diagonal (``train_scale``; not judged for a model
+        saved before it was kept).
+        """
+        if self.pool is not None:
+            return self.pool.far_rows(X, FAR_RANGE_FACTOR)
+        if self.train_scale is None:
+            return np.zeros(0, dtype=int)
+        scale = np.asarray(self.train_scale, dtype=np.float64)[:, None]
+        peak = np.abs(np.asarray(X)).max(axis=2)  # (P, M)
+        far = (scale > 0) & (peak > FAR_RANGE_FACTOR * scale)
+        return np.flatnonzero(far.any(axis=0))
 
     def cross(self, X) -> np.ndarray:
         """Kernel rows between new points and the training points, ``(P, M, N)``."""

@@ -445,6 +445,19 @@ class KernelPool:
             Xs = self._transform(Xnew)
         return self._kernels(Xs, "Xnew")
 
+    def far_rows(self, Xnew, factor: float) -> np.ndarray:
+        """Indices of the rows of raw ``Xnew (M, d)`` with a standardised value beyond its
+        training column's range by more than ``factor`` times that range (columns constant in
+        training are not judged)."""
+        self._require_fitted()
+        with np.errstate(over="ignore", invalid="ignore"):
+            Xs = self._transform(np.asarray(Xnew, dtype=np.float64))
+            lo, hi = self.X_fit_.min(axis=0), self.X_fit_.max(axis=0)
+            width = hi - lo
+            beyond = np.maximum(lo - Xs, Xs - hi)
+            far = (width > 0) & (beyond > factor * width)
+        return np.flatnonzero(far.any(axis=1))
+
     def _kernels(self, Xrows: np.ndarray, what: str = "training") -> np.ndarray:
         return compute_kernels(
             self.specs,

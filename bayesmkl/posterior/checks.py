@@ -52,6 +52,7 @@ __all__ = [
     "nonfinite_draws",
     "remedies",
     "scaled_sd",
+    "warn_far_rows",
 ]
 
 #: :func:`check_draws` warns when more than this share of a chain's kept sweeps is flagged
@@ -334,6 +335,27 @@ def check_decision_scale(
             "(test kernels or features) for extreme values."
         )
     warnings.warn(msg, ExtremeDecisionWarning, stacklevel=stacklevel)
+
+
+def warn_far_rows(rows, precomputed: bool, factor: float) -> None:
+    """Warn (:class:`ExtremeDecisionWarning`, pointing at the first caller outside the package)
+    that test ``rows`` lie far outside the training data (:meth:`KernelInput.far_rows
+    <bayesmkl.kernels.input.KernelInput.far_rows>`); nothing when ``rows`` is empty."""
+    rows = np.asarray(rows)
+    if rows.size == 0:
+        return
+    what = (
+        f"kernel values above {factor:g} times the training kernel's largest diagonal"
+        if precomputed
+        else f"a feature beyond the training range by more than {factor:g} times that range"
+    )
+    warnings.warn(
+        f"{rows.size} test row(s) (first rows {rows[:10].tolist()}) lie far outside the "
+        f"training data ({what}): their predictions extrapolate and say nothing about them. "
+        "Check these rows (features or test kernels) for extreme values or wrong units.",
+        ExtremeDecisionWarning,
+        skip_file_prefixes=(_PACKAGE_DIR,),
+    )
 
 
 def check_label_types(y) -> None:
