@@ -10,7 +10,7 @@ from sklearn.datasets import load_breast_cancer, load_diabetes
 from bayesmkl import BM3KLClassifier, BM3KLRegressor
 from bayesmkl.cli import main
 from bayesmkl.exceptions import ExtremeDecisionWarning
-from bayesmkl.kernels.input import KernelInput
+from tests.test_hostile_inputs import _assembled
 
 FAST = dict(num_warmup=10, num_samples=10, num_chains=2, progress_bar=False, random_state=0)
 
@@ -19,30 +19,6 @@ FAST = dict(num_warmup=10, num_samples=10, num_chains=2, progress_bar=False, ran
 def bc40():
     X, y = load_breast_cancer(return_X_y=True)
     return X[:40], y[:40]
-
-
-def _assembled(X, y, kernels="bsvm16", draws=4):
-    """A fitted BM3KLClassifier without sampling (as in test_hostile_inputs): kernel-ridge
-    sample weights on the average kernel, repeated as ``draws`` draws (raw probability rule)."""
-    kin, K = KernelInput.fit(kernels, X)
-    P, N, _ = K.shape
-    classes = np.unique(y)
-    delta = np.where(y == classes[1], 1.0, -1.0)
-    w = np.full(P, 1.0 / P)
-    a = np.linalg.solve(np.tensordot(w, K, axes=1) + np.eye(N), delta)
-    rep = lambda x: np.broadcast_to(x, (1, draws) + np.shape(x)).copy()  # noqa: E731
-    ones = np.ones((1, N))
-    posterior = {"w": rep(w), "e": rep(w), "a": rep(a[None]), "b": rep(np.zeros(1)),
-                 "lam": rep(ones), "nu": rep(ones), "varsigma": rep(ones)}  # fmt: skip
-    zeros = np.zeros((1, draws))
-    stats = {"acceptance_rate": zeros + 1, "diverging": zeros.astype(bool),
-             "potential_energy": zeros, "step_size": zeros + 1}  # fmt: skip
-    extra = {} if kin.pool is None else {"n_features_in_": X.shape[1]}
-    clf = BM3KLClassifier(kernels=kernels, calibration=None, progress_bar=False)
-    return clf._set_fitted(
-        kernel_input=kin, classes=classes, y_train=y, posterior=posterior, sample_stats=stats,
-        n_iter=draws, random_seed=0, **extra,
-    )  # fmt: skip
 
 
 def _gram(A, B):
