@@ -125,7 +125,7 @@ class KernelInput:
 
         Features: a standardised value beyond the training column's range by more than
         :data:`FAR_RANGE_FACTOR` times that range (constant training columns are not judged).
-        Precomputed kernels: a row whose largest |k(x, x_j)| exceeds :data:`FAR_RANGE_FACTOR`
+        Precomputed kernels: a row whose largest abs(k(x, x_j)) exceeds :data:`FAR_RANGE_FACTOR`
         times the kernel's largest training diagonal (``train_scale``; not judged for a model
         saved before it was kept).
         """
