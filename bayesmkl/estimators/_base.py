@@ -20,7 +20,6 @@ the class attributes ``_parameter_constraints`` and ``_inference_library``.
 
 from __future__ import annotations
 
-import os
 import time
 import warnings
 from typing import NamedTuple
@@ -47,7 +46,7 @@ from bayesmkl.estimators._fitting import (
 from bayesmkl.estimators._validation import validate_params
 from bayesmkl.kernels.input import FAR_RANGE_FACTOR
 from bayesmkl.posterior import diagnostics
-from bayesmkl.posterior.checks import check_draws, warn_far_rows
+from bayesmkl.posterior.checks import PACKAGE_DIR, check_draws, warn_far_rows
 from bayesmkl.posterior.predictive import flat_draws
 from bayesmkl.sampler.chains import resolve_chain_method
 from bayesmkl.sampler.runlength import sample_until_converged
@@ -84,7 +83,6 @@ class SampledRun(NamedTuple):
 #: The part of ``max_time`` the chains may use when nothing else after them takes long (the
 #: draw checks, the LOO calibration map and the log-likelihood of a fit took under 5% of it).
 SAMPLING_SHARE = 0.95
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class BM3KLBase(BaseEstimator):
@@ -216,7 +214,7 @@ class BM3KLBase(BaseEstimator):
             "predictions come from warm-up draws, not from the posterior. Refit with a larger "
             "max_time.",
             ConvergenceWarning,
-            skip_file_prefixes=(_PACKAGE_DIR,),
+            skip_file_prefixes=(PACKAGE_DIR,),
         )
 
     def _capped_loops(self, bits) -> list:  # pragma: no cover - every subclass has its own

@@ -36,6 +36,7 @@ from numpyro.distributions import constraints
 
 from bayesmkl.model.classification import (
     PRIORS,
+    Hyper,
     combine_kernels,
     decision_values,
     log_prior,
@@ -61,11 +62,11 @@ class RegHyper(NamedTuple):
         Gamma prior of the tube's half-width ε (in units of y), when ε is learnt.
     """
 
-    eta: float = 2.0
-    alpha_a: float = 1.0
-    beta_a: float = 1.0
-    kappa: float = 1.0
-    bias_prior_var: float = 1.0
+    eta: float = Hyper().eta  # w, a and b: the classifier's default prior
+    alpha_a: float = Hyper().alpha_a
+    beta_a: float = Hyper().beta_a
+    kappa: float = Hyper().kappa
+    bias_prior_var: float = Hyper().bias_prior_var
     c_shape: float = 2.0
     c_rate: float = 0.5
     eps_shape: float = 1.0

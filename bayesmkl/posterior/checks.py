@@ -55,6 +55,10 @@ __all__ = [
     "warn_far_rows",
 ]
 
+#: The package's directory: warnings that point at the first caller outside it skip its files.
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 #: :func:`check_draws` warns when more than this share of a chain's kept sweeps is flagged
 #: ``diverging`` (an energy error above 1000 in an exact move, or a non-finite state).
 DIVERGING_WARN_FRACTION = 0.0
@@ -354,7 +358,7 @@ def warn_far_rows(rows, precomputed: bool, factor: float) -> None:
         f"training data ({what}): their predictions extrapolate and say nothing about them. "
         "Check these rows (features or test kernels) for extreme values or wrong units.",
         ExtremeDecisionWarning,
-        skip_file_prefixes=(_PACKAGE_DIR,),
+        skip_file_prefixes=(PACKAGE_DIR,),
     )
 
 
@@ -420,10 +424,6 @@ def scaled_sd(x):
     return np.where(low, scaled, sd)
 
 
-#: The package's directory: warnings that point at the first caller outside it skip its files.
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
 def check_kernel_scale(K, names) -> None:
     """Warn (:class:`KernelScaleWarning`) about precomputed training kernels ``K (P, N, N)``
     whose mean diagonal is outside :data:`KERNEL_SCALE_RANGE`.
@@ -447,5 +447,5 @@ def check_kernel_scale(K, names) -> None:
             "for training rows and k(x, x_j) / sqrt(k(x, x) K[j, j]) for test rows (or divide "
             "it by its mean diagonal, training and test alike).",
             KernelScaleWarning,
-            skip_file_prefixes=(_PACKAGE_DIR,),
+            skip_file_prefixes=(PACKAGE_DIR,),
         )
