@@ -159,7 +159,12 @@ def prior_sites(P: int, C: int, N: int, hyper):
 
 
 def bm3kl_model(
-    K, delta, weight=None, hyper: Hyper = DEFAULT_HYPER, augmented: bool = True, margin=None,
+    K,
+    delta,
+    weight=None,
+    hyper: Hyper = DEFAULT_HYPER,
+    augmented: bool = True,
+    margin=None,
     landmarks: bool = False,
 ):
     """NumPyro model of BM3KL.

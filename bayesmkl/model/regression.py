@@ -102,7 +102,11 @@ def _gamma_logpdf(x, shape, rate):
 
 
 def reg_model(
-    K, y, hyper: RegHyper = DEFAULT_REG_HYPER, epsilon=None, augmented: bool = True,
+    K,
+    y,
+    hyper: RegHyper = DEFAULT_REG_HYPER,
+    epsilon=None,
+    augmented: bool = True,
     landmarks: bool = False,
 ):
     """NumPyro model of BM³KL regression.

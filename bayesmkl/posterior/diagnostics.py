@@ -109,6 +109,9 @@ POSTERIOR_DIMS = {
     "varsigma": [CLASS_DIM, "obs"],
 }
 
+#: The sites with one entry per landmark in a landmark fit (docs/math.md §16).
+LANDMARK_SITES = ("a", "nu", "varsigma")
+
 #: A regression's sites stored with a classifier axis of length 1 (the classifier's layout),
 #: which its DataTree drops: ``(chain, draw, 1[, obs])`` in ``posterior_``, ``(chain, draw[,
 #: obs])`` in the tree.
@@ -202,6 +205,7 @@ def build_datatree(
     y=None,
     log_likelihood=None,
     attrs: dict | None = None,
+    landmarks=None,
 ) -> xr.DataTree:
     """Build the ArviZ ``DataTree`` of a BM3KL fit, classifier or regressor.
 
@@ -228,6 +232,10 @@ def build_datatree(
         why PSIS cannot use it, where it cannot (:func:`loo_problem`).
     attrs : dict, optional
         Root attributes.
+    landmarks : array (M,), optional
+        A landmark fit's ``landmark`` coordinate (docs/math.md §16; the landmarks' training
+        rows): ``a``, ``nu``, ``varsigma`` then have the dimension ``landmark`` in place of
+        ``obs``, which stays the N training points of ``lam`` and ``y``.
 
     Returns
     -------
@@ -254,6 +262,13 @@ def build_datatree(
             CLASS_DIM: classifier_labels(classes, C),
             "obs": np.arange(N),
         }
+    if landmarks is not None:
+        coords["landmark"] = np.asarray(landmarks)
+        if classes is not None:  # obs counts the training points, not the landmarks
+            n_obs = len(y) if y is not None else 0
+            coords["obs"] = np.arange(posterior["lam"].shape[3] if "lam" in posterior else n_obs)
+        site_dims = {k: ["landmark" if (d == "obs" and k in LANDMARK_SITES) else d for d in v]
+                     for k, v in site_dims.items()}  # fmt: skip
     dims = {k: v for k, v in site_dims.items() if k in posterior}
     data = {
         "posterior": posterior,
