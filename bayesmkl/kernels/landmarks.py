@@ -95,8 +95,9 @@ def _stratified(codes: np.ndarray, M: int, rng: np.random.Generator) -> np.ndarr
     take = np.floor(share).astype(int)
     if M >= classes.size:
         take = np.maximum(take, 1)
-    while take.sum() > M:  # the floor of one per class overshot: trim the largest
-        take[np.argmax(take - share)] -= 1
+    while take.sum() > M:  # the floor of one per class overshot: trim the most over-served
+        over = np.where(take > 1, take - share, -np.inf)
+        take[np.argmax(over)] -= 1
     order = np.argsort(-(share - take), kind="stable")
     for j in order[: M - take.sum()]:
         take[j] += 1
