@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bayesmkl.kernels import KernelPool, KernelSpec
-from bayesmkl.kernels import _compute
+from bayesmkl.kernels import KernelPool, KernelSpec, _compute
 
 
 def _pool(**options):

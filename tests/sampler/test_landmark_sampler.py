@@ -139,9 +139,7 @@ def test_weight_space_sampler_has_the_moments_of_its_conditional():
         tau = 0.7
         mean, cov = (np.asarray(v) for v in cond.ab_weight_space_params(Psi, T, V, nu, tau))
         keys = jax.random.split(jax.random.key(5), N_MC)
-        a, b = jax.jit(jax.vmap(lambda k: cond.sample_ab_weight_space(k, Psi, T, V, nu, tau)))(
-            keys
-        )
+        a, b = jax.jit(jax.vmap(lambda k: cond.sample_ab_weight_space(k, Psi, T, V, nu, tau)))(keys)
         beta = np.concatenate([np.asarray(a), np.asarray(b)[..., None]], axis=-1)
         assert np.all(np.isfinite(beta))
         for c in range(2):
@@ -226,4 +224,3 @@ def test_gaussian_step_dispatch():
         a, b = steps.gaussian_ab_step(jax.random.key(0), _psi_w(pb), T, V,
                                       jnp.asarray(pb["nu"]), 0.5, True)  # fmt: skip
         assert a.shape == (2, 4) and b.shape == (2,)
-
