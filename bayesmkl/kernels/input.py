@@ -125,13 +125,13 @@ class KernelInput:
             )
         if pool is None and n_landmarks is not None:
             K, names = validate_landmark_block(X, int(n_landmarks), kernel_names)
+        elif pool is None:
+            K, names = validate_precomputed(X, kernel_names)
         elif kernel_names is not None:
             raise ValueError(
                 "kernel_names is for kernels='precomputed' only: a KernelPool names its own "
                 "kernels (set KernelSpec(..., display_name=...) to rename one)"
             )
-        elif pool is None:
-            K, names = validate_precomputed(X, kernel_names)
         else:
             if dtype is not None:
                 pool.dtype = dtype

@@ -224,3 +224,113 @@ def test_gaussian_step_dispatch():
         a, b = steps.gaussian_ab_step(jax.random.key(0), _psi_w(pb), T, V,
                                       jnp.asarray(pb["nu"]), 0.5, True)  # fmt: skip
         assert a.shape == (2, 4) and b.shape == (2,)
+
+
+# ---------------------------------------------------------------------------------------------
+# Geweke successive-conditional test of the landmark sweep (the Gaussian-data model of
+# tests/sampler/test_sampler.py §3, with f = A Ψ_wᵀ + b over M = 3 landmarks of N = 6 points)
+# ---------------------------------------------------------------------------------------------
+GEWEKE_HYPER = Hyper(eta=1.0, alpha_a=1.0, beta_a=2.0, kappa=1.0, bias_prior_var=0.5, gamma0=1.0)
+_t = np.arange(6.0)
+_z = np.array([0.5, 2.0, 4.5])
+GEWEKE_K = np.stack([np.exp(-0.5 * (_t[:, None] - _z[None, :]) ** 2),
+                     0.5 + 0.5 * np.exp(-0.1 * (_t[:, None] - _z[None, :]) ** 2)])  # fmt: skip
+
+
+def _prior(key, h, P, N, M):
+    ks = jax.random.split(key, 6)
+    e = jax.random.gamma(ks[0], h.eta, (P,))
+    vs = jax.random.gamma(ks[1], h.beta_a, (1, M)) / h.kappa
+    nu = jax.random.gamma(ks[2], h.alpha_a, (1, M)) / vs
+    a = jnp.sqrt(nu) * jax.random.normal(ks[3], (1, M))
+    b = np.sqrt(h.bias_prior_var) * jax.random.normal(ks[4], (1,))
+    lam = jax.random.exponential(ks[5], (1, N)) / (h.gamma0 + 0.5)
+    return {"e": e, "varsigma": vs, "nu": nu, "a": a, "b": b, "lam": lam}
+
+
+def _f(z, K):
+    return kernel_decision_values(K, z["e"] / jnp.sum(z["e"]), z["a"], z["b"])
+
+
+def _landmark_geweke_sweep(key, z, y, K, h):
+    """The default sweep's order on the Gaussian-data model with a landmark block: pairwise
+    Gibbs on w, HMC on the collapsed target (2 of the 3 landmark weights and b integrated out),
+    scale refresh, (a, b) in weight space, λ, ν, ς (pseudo-observations T = y, V = λ)."""
+    from bayesmkl.sampler import simplex
+    from bayesmkl.sampler.moves import exact_hmc_move
+
+    k_g, k_e, k_s, k_lam, k_ab, k_nu, k_vs = jax.random.split(key, 7)
+    eta = jnp.broadcast_to(jnp.asarray(h.eta, dtype=jnp.float64), z["e"].shape)
+    P = z["e"].shape[0]
+    Phi = cond.per_kernel_decisions(K, z["a"])
+    e = simplex.sample_w_exact(k_g, z["e"], Phi, z["b"], y, z["lam"], eta, 4 * P, eta_is_one=True)
+    data = collapsed.collapsed_setup(K, z["a"], z["nu"], Phi, 2)
+    pg = collapsed.collapsed_potential_and_grad(data, y, z["lam"], h.bias_prior_var, eta)
+    res = exact_hmc_move(k_e, e, jnp.zeros_like(e), 0.15, pg, n_leapfrog=8)
+    e = cond.sample_scale(k_s, res.e, eta)
+    Psi = combine_kernels(K, e / jnp.sum(e))
+    a, b = cond.sample_ab_weight_space(k_ab, Psi, y, z["lam"], z["nu"], h.bias_prior_var)
+    f = kernel_decision_values(K, e / jnp.sum(e), a, b)
+    lam = cond.sample_lam(k_lam, 1.0 - (y - f), jnp.ones_like(y), h.gamma0)
+    nu = cond.sample_nu(k_nu, a, z["varsigma"], h.alpha_a)
+    vs = cond.sample_varsigma(k_vs, nu, h.alpha_a, h.beta_a, h.kappa)
+    return {"e": e, "lam": lam, "a": a, "b": b, "nu": nu, "varsigma": vs}, res.accept_prob
+
+
+@jax.jit
+def _landmark_geweke_run(key):
+    K = jnp.asarray(GEWEKE_K)
+    h = GEWEKE_HYPER
+    P, N, M = K.shape
+
+    def draw_y(k, z):
+        f = _f(z, K)
+        return f + jnp.sqrt(z["lam"]) * jax.random.normal(k, f.shape)
+
+    def chain(key):
+        k0, ky, kr = jax.random.split(key, 3)
+        z = _prior(k0, h, P, N, M)
+
+        def step(carry, k):
+            z, y = carry
+            k1, k2 = jax.random.split(k)
+            z, acc = _landmark_geweke_sweep(k1, z, y, K, h)
+            return (z, draw_y(k2, z)), acc
+
+        (z, _), acc = jax.lax.scan(step, (z, draw_y(ky, z)), jax.random.split(kr, 20))
+        return z, jnp.mean(acc)
+
+    k_chain, k_prior = jax.random.split(key)
+    z_end, acc = jax.vmap(chain)(jax.random.split(k_chain, 1500))
+    z_prior = jax.vmap(lambda k: _prior(k, h, P, N, M))(jax.random.split(k_prior, 1500))
+    return z_end, z_prior, acc
+
+
+def _geweke_stats(z):
+    e = np.asarray(z["e"])
+    out = {"w0": e[:, 0] / e.sum(1), "logS": np.log(e.sum(1)), "b": np.asarray(z["b"])[:, 0]}
+    a = np.asarray(z["a"])[:, 0, :]
+    for j in range(a.shape[1]):
+        out[f"a{j}"] = a[:, j]
+        out[f"nu{j}"] = np.log(np.asarray(z["nu"])[:, 0, j])
+        out[f"varsigma{j}"] = np.log(np.asarray(z["varsigma"])[:, 0, j])
+    for i in (0, 3, 5):
+        out[f"lam{i}"] = np.log(np.asarray(z["lam"])[:, 0, i])
+    out["a_sum"], out["a_sq"] = a.sum(1), np.sum(a**2, 1)
+    return out
+
+
+@pytest.mark.slow
+def test_landmark_sweep_geweke_successive_conditional():
+    """Chains that alternate the landmark sweep with y | θ, λ from exact joint draws keep the
+    prior's law (two-sample KS against fresh prior draws, family level 1e-3): a wrong
+    weight-space (a, b) conditional, or a step that mixes up the N and M axes, drifts."""
+    with x64_scope():
+        z_end, z_prior, acc = _landmark_geweke_run(jax.random.key(45))
+    assert float(np.mean(acc)) > 0.5
+    s_end, s_prior = _geweke_stats(z_end), _geweke_stats(z_prior)
+    pvals = {k: stats.ks_2samp(s_end[k], s_prior[k]).pvalue for k in s_end}
+    alpha = 1e-3 / len(pvals)
+    print(f"landmark Geweke: min p = {min(pvals.values()):.3g} over {len(pvals)} statistics")
+    bad = {k: p for k, p in pvals.items() if p < alpha}
+    assert not bad, f"Geweke KS failures (alpha={alpha:.1e}): {bad}"
