@@ -208,3 +208,20 @@ def test_kmeanspp_with_repeated_rows_still_gives_distinct_landmarks():
     idx = choose_landmarks(X, 8, "kmeans++", rng=landmark_rng(0))
     assert np.unique(idx).size == 8
     assert np.unique(X[idx]).size == 3
+
+
+def test_plot_and_kfold_of_landmark_fits(landmark_fit):
+    """The sample-weight plot shows the M landmarks (coloured by their labels), and
+    ``kfold_elpd_of`` keeps a precomputed landmark block's columns in every fold."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from bayesmkl.estimators import compare
+    from bayesmkl.plots import plot_sample_weights
+
+    clf, _, _ = landmark_fit
+    fig = plot_sample_weights(clf)
+    assert "of 12 landmarks" in fig.axes[0].get_title(loc="left")
+    K = np.arange(2 * 10 * 4, dtype=float).reshape(2, 10, 4)
+    rows = compare._rows(K, np.array([1, 3]), np.arange(5), precomputed=True, landmarks=True)
+    np.testing.assert_array_equal(rows, K[:, [1, 3]])
