@@ -54,9 +54,11 @@ def build_sweep(likelihood, config: SweepConfig, num_warmup: int):
     model ``likelihood`` describes, with the kernel-weight move and TPBN update of ``config``
     and step-size and mass adaptation during the first ``num_warmup`` sweeps.
 
-    ``K: (P, N, N)``, ``targets: (C, N)`` (the classifier's signed targets Δ, the regressor's
-    standardised y with C = 1), ``weight``: sample weights ``(N,)`` or ``None``, ``margin``:
-    margins ``(C, N)`` or ``None`` (classifier only; :mod:`bayesmkl.model.likelihood`).
+    ``K: (P, N, N)`` (or the landmark model's ``(P, N, M)``, docs/math.md §16: read so when it is
+    not square or ``config.landmarks`` is set; then a, ν, ς are ``(C, M)``, f = A K_wᵀ + b 1ᵀ and
+    (a, b) is drawn in weight space), ``targets: (C, N)`` (the classifier's signed targets Δ,
+    the regressor's standardised y with C = 1), ``weight``: sample weights ``(N,)`` or ``None``,
+    ``margin``: margins ``(C, N)`` or ``None`` (classifier only; :mod:`bayesmkl.model.likelihood`).
     """
     num_warmup = int(num_warmup)
     collapsed_tpbn = config.nu_update == "collapsed"
