@@ -384,7 +384,9 @@ def check_landmark_params(est) -> None:
 def landmark_rows(est, Xk, codes=None) -> np.ndarray:
     """The training rows ``(M,)`` that are the landmarks of ``est``'s fit
     (:func:`bayesmkl.kernels.landmarks.choose_landmarks` with ``est.landmark_method``, seeded by
-    ``est.random_state``); ``ValueError`` when ``n_landmarks`` exceeds the N training rows."""
+    ``est.random_state``; a ``warm_start`` fit keeps the previous fit's landmarks, so that its
+    chains continue on the same model); ``ValueError`` when ``n_landmarks`` exceeds the N
+    training rows."""
     from bayesmkl.kernels.landmarks import choose_landmarks, landmark_rng
 
     N, M = Xk.shape[0], int(est.n_landmarks)
@@ -393,6 +395,9 @@ def landmark_rows(est, Xk, codes=None) -> np.ndarray:
             f"n_landmarks={M} exceeds the {N} training rows; use at most {N} (n_landmarks=None "
             "fits the exact model, whose sample weights sit on every training point)"
         )
+    prev = getattr(est, "landmark_indices_", None)
+    if getattr(est, "warm_start", False) and prev is not None and prev.size == M and prev.max() < N:
+        return prev  # a continuation keeps its chains' landmarks (even with random_state=None)
     return choose_landmarks(
         Xk, M, est.landmark_method, codes=codes, rng=landmark_rng(est.random_state)
     )

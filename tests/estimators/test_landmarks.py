@@ -225,3 +225,15 @@ def test_plot_and_kfold_of_landmark_fits(landmark_fit):
     K = np.arange(2 * 10 * 4, dtype=float).reshape(2, 10, 4)
     rows = compare._rows(K, np.array([1, 3]), np.arange(5), precomputed=True, landmarks=True)
     np.testing.assert_array_equal(rows, K[:, [1, 3]])
+
+
+def test_warm_start_keeps_the_landmarks():
+    """A continuation keeps its chains' landmarks even without a fixed seed (new landmarks
+    would be another model: the fingerprint of the kernels would refuse it)."""
+    X, y = tiny_data(45)
+    params = {**TINY, "random_state": None, "num_samples": 10}
+    clf = BM3KLClassifier(tiny_pool(), n_landmarks=12, warm_start=True, **params).fit(X, y)
+    first = clf.landmark_indices_.copy()
+    clf.fit(X, y)
+    np.testing.assert_array_equal(clf.landmark_indices_, first)
+    assert clf.posterior_["a"].shape[:2] == (2, 20)
