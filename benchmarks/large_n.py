@@ -187,8 +187,15 @@ def run_unit(args, dataset: str, method: str) -> dict:
         return _skip("the GPJax peer is written for binary sets (Bernoulli likelihood)")
     if method == "SVGP" and not Path(args.peers_python).exists():
         return _skip(f"no peer interpreter at {args.peers_python} (GPJax environment)")
+    if method.startswith("BM3KL M="):
+        landmarks = int(method.removeprefix("BM3KL M="))
+        if landmarks >= n:
+            return _skip(f"{landmarks} landmarks for {n} training rows: that is the exact model")
+        method = "BM3KL"
+    else:
+        landmarks = args.landmarks
     fit = {
-        "BM3KL": lambda: _bm3kl(args, Xtr, ytr, Xte, args.landmarks),
+        "BM3KL": lambda: _bm3kl(args, Xtr, ytr, Xte, landmarks),
         "BM3KL exact": lambda: _bm3kl(args, Xtr, ytr, Xte, None),
         "SVC": lambda: _svc(args, Xtr, ytr, Xte),
         "GPC": lambda: _gpc(args, Xtr, ytr, Xte),
@@ -220,7 +227,17 @@ def _parser():
                                      / "python")))  # fmt: skip
     p.add_argument("--svgp-inducing", type=int, default=200)
     p.add_argument("--svgp-iters", type=int, default=1500)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the split's seed (the first split's)")
+    p.add_argument("--splits", type=int, default=1, help="splits, seeds SEED, SEED+1, ...")
+    p.add_argument(
+        "--m-study",
+        metavar="DATASET",
+        default=None,
+        help="the accuracy-against-M study on DATASET (e.g. magic@2000): BM3KL with "
+        "each of --m-values landmarks and the exact model, over --splits",
+    )
+    p.add_argument("--m-values", type=lambda t: [int(v) for v in t.split(",")],
+                   default=[50, 100, 250, 500, 1000])  # fmt: skip
     p.add_argument("--unit-timeout", type=float, default=3600.0,
                    help="a unit's process is killed after this many seconds")  # fmt: skip
     p.add_argument("--fresh", action="store_true", help="ignore the units already in the file")
@@ -229,14 +246,16 @@ def _parser():
     return p
 
 
-def write_markdown(store: UnitStore, results: dict, path: Path) -> None:
+def write_markdown(store: UnitStore, results: dict, path: Path, summary=None) -> None:
     cols = ["data set", "method", "n_train", "acc", "logloss", "ece", "fit_s", "converged",
             "rhat_max", "ess_bulk_min", "peak_rss_gb", "note"]  # fmt: skip
     rows = []
     for ds, methods in results.items():
         for m, r in methods.items():
             note = str(r.get("skipped") or r.get("error") or "").replace("|", "/")
-            rows.append({**{c: r.get(c) for c in cols}, "data set": ds, "method": m, "note": note})
+            where = ds.replace(" | ", ", ")
+            row = {c: r.get(c) for c in cols}
+            rows.append({**row, "data set": where, "method": m, "note": note})
     lines = [
         "# large_n: BM³KL with landmarks against SVC, GP classifiers and the exact model",
         "",
@@ -249,6 +268,30 @@ def write_markdown(store: UnitStore, results: dict, path: Path) -> None:
         md_table(rows, cols, FORMATS),
         "",
     ]
+    if summary:
+        srows = [{"method": m, **r} for m, r in summary.items()]
+        lines += [
+            "## Log-loss against the number of landmarks",
+            "",
+            "Means over the splits; `logloss_minus_exact`: the paired difference to the exact "
+            "fit of the same split, `se` its standard error.",
+            "",
+            md_table(
+                srows,
+                [
+                    "method",
+                    "splits",
+                    "converged",
+                    "acc",
+                    "logloss",
+                    "logloss_minus_exact",
+                    "se",
+                    "within_2se",
+                    "fit_s",
+                ],
+                {**FORMATS, "logloss_minus_exact": "{:+.4f}", "se": "{:.4f}"},
+            ),  # fmt: skip
+        ]
     write_atomic(path, "\n".join(lines))
 
 
@@ -264,42 +307,83 @@ def main(argv=None) -> int:
               "exact_max_n": args.exact_max_n, "gpc_max_n": args.gpc_max_n,
               "svc_tune_n": args.svc_tune_n, "svgp_inducing": args.svgp_inducing,
               "svgp_iters": args.svgp_iters}  # fmt: skip
+    if args.m_study:
+        datasets = [args.m_study]
+        methods = [f"BM3KL M={m}" for m in args.m_values] + ["BM3KL exact"]
+        config.update(m_study=args.m_study, m_values=args.m_values, splits=args.splits)
     out = Path(args.out)
     store = UnitStore(out.with_suffix(".json"), config, fresh=args.fresh, default=json_default)
-    for ds in datasets:
-        for m in methods:
-            key = store.key(ds, m)
-            if store.done(key):
-                continue
-            try:
-                load_dataset(ds)
-            except FileNotFoundError as exc:
-                store.add(key, _skip(f"data set not found: {exc}"))
-                continue
-            print(f"{time.strftime('%H:%M:%S')} {ds} / {m} ...", flush=True)
-            cmd = [sys.executable, __file__, "--unit", ds, m] + [
-                a for a in (argv if argv is not None else sys.argv[1:])
-            ]
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True,
-                                      timeout=args.unit_timeout)  # fmt: skip
-                line = [x for x in proc.stdout.splitlines() if x.startswith("UNIT ")]
-                if proc.returncode != 0 or not line:
-                    last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-                    rec = {"error": f"exit {proc.returncode}: {last[-300:]}"}
-                else:
-                    rec = json.loads(line[-1][5:])
-            except subprocess.TimeoutExpired:
-                rec = {"error": f"killed after --unit-timeout {args.unit_timeout:.0f} s"}
-            print(f"    {rec}", flush=True)
-            store.add(key, rec)
+    passed = list(argv if argv is not None else sys.argv[1:])
+    for seed in range(args.seed, args.seed + args.splits):
+        for ds in datasets:
+            for m in methods:
+                one = args.splits == 1 and not args.m_study
+                key = store.key(ds, m) if one else store.key(ds, f"split {seed}", m)
+                if not store.done(key):
+                    store.add(key, _unit_in_a_process(args, ds, m, seed, passed))
     results: dict = {}
     for key, unit in store.units.items():
-        ds, m = key.split(" | ")
-        results.setdefault(ds, {})[m] = unit["result"]
-    store.save(results=results, machine=machine_info())
-    write_markdown(store, results, out.with_suffix(".md"))
+        *where, m = key.split(" | ")
+        results.setdefault(" | ".join(where), {})[m] = unit["result"]
+    summary = m_study_summary(store.units) if args.m_study else None
+    store.save(results=results, machine=machine_info(), m_study=summary)
+    write_markdown(store, results, out.with_suffix(".md"), summary)
     return 0
+
+
+def _unit_in_a_process(args, ds: str, method: str, seed: int, passed: list) -> dict:
+    """Run one unit in a fresh process (its own peak memory); its record or an error row."""
+    try:
+        load_dataset(ds)
+    except FileNotFoundError as exc:
+        return _skip(f"data set not found: {exc}")
+    print(f"{time.strftime('%H:%M:%S')} {ds} / split {seed} / {method} ...", flush=True)
+    cmd = [sys.executable, __file__, *passed, "--unit", ds, method, "--seed", str(seed)]
+    if method == "BM3KL exact" and args.m_study:
+        cmd += ["--exact-max-n", str(10**9)]  # the study's reference: always run
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.unit_timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"killed after --unit-timeout {args.unit_timeout:.0f} s"}
+    line = [x for x in proc.stdout.splitlines() if x.startswith("UNIT ")]
+    if proc.returncode != 0 or not line:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        rec = {"error": f"exit {proc.returncode}: {last[-300:]}"}
+    else:
+        rec = json.loads(line[-1][5:])
+    print(f"    {rec}", flush=True)
+    return rec
+
+
+def m_study_summary(units: dict) -> dict:
+    """Per number of landmarks: mean log-loss, accuracy and fit seconds over the splits, and the
+    paired log-loss difference to the exact fit of the same split with its standard error."""
+    import numpy as np
+
+    by_split: dict = {}
+    for key, unit in units.items():
+        _, split_, m = key.split(" | ")
+        if "logloss" in unit["result"]:
+            by_split.setdefault(split_, {})[m] = unit["result"]
+    methods = sorted({m for s in by_split.values() for m in s}, key=_m_order)
+    out = {}
+    for m in methods:
+        recs = [s[m] for s in by_split.values() if m in s]
+        diffs = [s[m]["logloss"] - s["BM3KL exact"]["logloss"]
+                 for s in by_split.values() if m in s and "BM3KL exact" in s]  # fmt: skip
+        row = {k: float(np.mean([r[k] for r in recs])) for k in ("logloss", "acc", "fit_s")}
+        row["splits"] = len(recs)
+        row["converged"] = sum(bool(r.get("converged")) for r in recs)
+        if len(diffs) >= 2:
+            row["logloss_minus_exact"] = float(np.mean(diffs))
+            row["se"] = float(np.std(diffs, ddof=1) / np.sqrt(len(diffs)))
+            row["within_2se"] = bool(abs(row["logloss_minus_exact"]) <= 2 * row["se"])
+        out[m] = row
+    return out
+
+
+def _m_order(method: str) -> float:
+    return float(method.removeprefix("BM3KL M=")) if "M=" in method else float("inf")
 
 
 if __name__ == "__main__":
