@@ -2,6 +2,7 @@
 
 __all__ = [
     "ExtremeDecisionWarning",
+    "FitMemoryError",
     "KernelScaleWarning",
     "NonFinitePredictionError",
     "SamplerDivergenceError",
@@ -15,6 +16,12 @@ class SamplerDivergenceError(FloatingPointError):
 
 class SamplerDivergenceWarning(RuntimeWarning):
     """Some kept sweeps were flagged ``diverging``; the draws may be unreliable."""
+
+
+class FitMemoryError(ValueError, MemoryError):
+    """The draws a fit would keep, with the sampler's working memory, would not fit in memory
+    (raised before sampling, with the sizes, the limit and what to change; the limit is that of
+    ``bayesmkl.kernels.pool.KernelMemoryError``)."""
 
 
 class NonFinitePredictionError(FloatingPointError):

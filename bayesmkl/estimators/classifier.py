@@ -19,9 +19,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from bayesmkl.config import with_x64
 from bayesmkl.estimators import _resume
-from bayesmkl.estimators._base import SAMPLING_SHARE, BM3KLBase
+from bayesmkl.estimators._base import SAMPLING_SHARE, BM3KLBase, in_block, join_blocks
 from bayesmkl.estimators._fitting import (
     EXTRA_FIELDS,
+    MAX_MONITORED_POINTS,
     describe_quantity,
     enable_compilation_cache,
     make_rng_key,
@@ -37,7 +38,12 @@ from bayesmkl.posterior import calibration as _calibration
 from bayesmkl.posterior import classification as _post
 from bayesmkl.posterior import diagnostics
 from bayesmkl.posterior import loo as _loo
-from bayesmkl.posterior.checks import check_decision_scale, check_predictions
+from bayesmkl.posterior.checks import (
+    check_decision_scale,
+    check_predictions,
+    extreme_rows,
+    warn_extreme_rows,
+)
 from bayesmkl.posterior.predictive import mean_decision, posterior_decision_values
 from bayesmkl.sampler.sampler import BM3KL
 from bayesmkl.sampler.state import capped_loops
@@ -370,6 +376,17 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
     def _capped_loops(self, bits) -> list:
         return capped_loops(bits)
 
+    def _draw_entries(self, P: int, C: int, N: int) -> int:
+        """e and w (P each); a, λ, ν, ς (C × N each); b (C); the extra fields; the monitored
+        decision values (at most ``MAX_MONITORED_POINTS`` points × C)."""
+        return 2 * P + 4 * C * N + C + len(EXTRA_FIELDS) + min(N, MAX_MONITORED_POINTS) * C
+
+    def _after_fit_entries(self, C: int, N: int) -> int:
+        """The decision values (C × N), the (log-)probabilities and their temporaries
+        (3 × K × N) and the log-likelihood and LOO weights (2 N) at the training points."""
+        n_classes = 2 if C == 1 else C
+        return (C + 3 * n_classes + 2) * N
+
     def _unconverged_message(self, report, points) -> str:
         n_classifiers = self.posterior_["b"].shape[-1]
         worst = describe_quantity(
@@ -447,12 +464,42 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         for rows whose features or test kernels lie far outside the training data
         (:meth:`~bayesmkl.kernels.input.KernelInput.far_rows`).
         """
-        Kt, far = self._test_kernels(X)
-        F = posterior_decision_values(self.posterior_, Kt)
-        F = check_predictions(F, "decision values", posterior=self.posterior_)
+        return self._predict_rows(X, lambda F: F, axis=1)
+
+    def _prediction_width(self) -> int:
+        """max(C, K): decision values have C columns, probabilities K."""
+        return max(self.posterior_["b"].shape[-1], len(self.classes_))
+
+    def _block_decisions(self, Xv, rows: slice | None = None) -> np.ndarray:
+        """Checked decision values ``(S, m, C)`` of the rows ``rows`` of validated new data."""
+        F = posterior_decision_values(self.posterior_, self._block_kernels(Xv, rows))
+        return check_predictions(F, "decision values", posterior=self.posterior_, block=rows)
+
+    def _predict_rows(self, X, reduce, axis: int):
+        """``reduce(F)`` of the decision values ``F: (S, m, C)`` of new data ``X``, computed a
+        block of test rows at a time (:meth:`_row_blocks`) and joined along ``axis`` (the rows'
+        axis of what ``reduce`` returns). One block (the usual case) runs the arithmetic of a
+        single pass; warns about far rows and extreme decision values once, numbering the rows of
+        the whole input."""
+        Xv, far = self._test_input(X)
+        blocks = self._row_blocks(Xv)
+        if len(blocks) == 1:
+            F = self._block_decisions(Xv)
+            self._warn_far_rows(far)
+            rows, peak = extreme_rows(F)
+            warn_extreme_rows(rows, peak)
+            return reduce(F)
+        outs, big, peak = [], [], 0.0
+        for rows in blocks:
+            F = self._block_decisions(Xv, rows)
+            r, p = extreme_rows(F)
+            big.append(r + rows.start)
+            peak = max(peak, p)
+            outs.append(in_block(reduce, F, rows))
+            del F
         self._warn_far_rows(far)
-        check_decision_scale(F)
-        return F
+        warn_extreme_rows(np.concatenate(big), peak)
+        return join_blocks(outs, axis)
 
     def _calibrator(self):
         """The calibration map in use: ``None`` with ``calibration=None`` (the raw rule), else
@@ -478,7 +525,7 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         Calibrated (see ``calibration``), or with ``calibration=None`` the raw σ(ψ(f)) /
         softmax(ψ(f)) of docs/math.md §6.
         """
-        return self._proba_draws_of(self.decision_draws(X))
+        return self._predict_rows(X, self._proba_draws_of, axis=1)
 
     @with_x64
     def predict_proba(self, X, return_mcse: bool = False):
@@ -502,11 +549,15 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
             Only with ``return_mcse=True``. 0 where a probability does not vary over draws;
             nan with a single draw per chain.
         """
-        P = self.proba_draws(X)
-        proba = P.mean(axis=0)
-        if not return_mcse:
-            return proba
-        return proba, _post.probability_mcse(P, self.posterior_["w"].shape[0])
+
+        def reduce(F):
+            P = self._proba_draws_of(F)
+            proba = P.mean(axis=0)
+            if not return_mcse:
+                return proba
+            return proba, _post.probability_mcse(P, self.posterior_["w"].shape[0])
+
+        return self._predict_rows(X, reduce, axis=0)
 
     @with_x64
     def predict_log_proba(self, X) -> np.ndarray:
@@ -516,10 +567,12 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         -------
         ndarray (M, K)
         """
-        lp = _post.log_proba_draws(
-            self.decision_draws(X), gamma0=self.gamma0_, calibrator=self._calibrator()
-        )
-        return _calibration.log_predictive(lp, axis=0)
+
+        def reduce(F):
+            lp = _post.log_proba_draws(F, gamma0=self.gamma0_, calibrator=self._calibrator())
+            return _calibration.log_predictive(lp, axis=0)
+
+        return self._predict_rows(X, reduce, axis=0)
 
     @with_x64
     def decision_function(self, X) -> np.ndarray:
@@ -530,7 +583,7 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         ndarray (M,) for the single binary classifier (positive = ``classes_[1]``), else
         (M, C).
         """
-        F = np.asarray(mean_decision(self.decision_draws(X)))
+        F = self._predict_rows(X, lambda F: np.asarray(mean_decision(F)), axis=0)
         return F[:, 0] if F.shape[1] == 1 else F
 
     @with_x64

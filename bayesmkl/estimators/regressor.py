@@ -19,8 +19,10 @@ from sklearn.base import RegressorMixin
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
 
 from bayesmkl.config import with_x64
-from bayesmkl.estimators._base import BM3KLBase
+from bayesmkl.estimators._base import BM3KLBase, in_block, join_blocks
 from bayesmkl.estimators._fitting import (
+    EXTRA_FIELDS,
+    MAX_MONITORED_POINTS,
     check_precomputed_stack,
     describe_quantity,
     fit_kernel_input,
@@ -324,6 +326,16 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
     def _capped_loops(self, bits) -> list:
         return [t for b_, t in REG_CAPPED_LOOPS.items() if int(bits) & b_]
 
+    def _draw_entries(self, P: int, C: int, N: int) -> int:
+        """e and w (P each); a, λ⁺, λ⁻, ν, ς (C × N each, C = 1); b, c, ε; the extra fields;
+        the monitored function values (at most ``MAX_MONITORED_POINTS``)."""
+        return 2 * P + 5 * C * N + C + 2 + len(EXTRA_FIELDS) + min(N, MAX_MONITORED_POINTS) * C
+
+    def _after_fit_entries(self, C: int, N: int) -> int:
+        """The function values, the log-likelihood and two temporaries of the noise law at the
+        training points."""
+        return 4 * C * N
+
     def _set_fitted(self, *, y_mean, y_scale, **fitted):
         """Set the fitted attributes (both :meth:`fit` and :meth:`load` use it): ``y_mean_``,
         ``y_scale_``, those of :meth:`BM3KLBase._set_fitted
@@ -355,19 +367,34 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         Their mean is :meth:`predict`; their spread is the uncertainty of the regression
         function alone, without the noise.
         """
-        mu, far = self._function_draws(X)
-        self._warn_far_rows(far)
-        return mu
+        return self._predict_rows(X, lambda mu: mu, axis=1)
 
-    def _function_draws(self, X):
-        """``(function_draws(X), far rows)``: the caller warns about the far rows once its own
-        checks have passed (a row refused as non-finite is not also warned about)."""
-        check_is_fitted(self, "posterior_")
-        Kt, far = self._test_kernels(X)
-        F = _post.function_values(self.posterior_, Kt)
+    def _block_function_draws(self, Xv, rows: slice | None = None) -> np.ndarray:
+        """Checked function draws ``(S, m)`` in the units of y of the rows ``rows`` of validated
+        new data."""
+        F = _post.function_values(self.posterior_, self._block_kernels(Xv, rows), block=rows)
         with np.errstate(over="ignore", invalid="ignore"):  # the check below says it
             mu = self.y_mean_ + self.y_scale_ * F
-        return check_predictions(mu, "function values (in units of y)"), far
+        return check_predictions(mu, "function values (in units of y)", block=rows)
+
+    def _predict_rows(self, X, reduce, axis: int):
+        """``reduce(mu)`` of the function draws ``mu: (S, m)`` (units of y) of new data ``X``,
+        computed a block of test rows at a time (:meth:`_row_blocks`) and joined along ``axis``
+        (the rows' axis of what ``reduce`` returns); one block (the usual case) runs the
+        arithmetic of a single pass. Warns about the far rows once the values are checked (a row
+        refused as non-finite is not also warned about)."""
+        check_is_fitted(self, "posterior_")
+        Xv, far = self._test_input(X)
+        blocks = self._row_blocks(Xv)
+        if len(blocks) == 1:
+            out = reduce(self._block_function_draws(Xv))
+        else:
+            out = join_blocks(
+                [in_block(reduce, self._block_function_draws(Xv, rows), rows) for rows in blocks],
+                axis,
+            )
+        self._warn_far_rows(far)
+        return out
 
     @with_x64
     def predict(self, X, return_std: bool = False):
@@ -386,10 +413,11 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         std : ndarray (M,)
             Only with ``return_std=True``.
         """
-        mu, far = self._function_draws(X)
-        out = _post.predictive_mean_sd(mu, self.posterior_, self.y_scale_, return_std)
-        self._warn_far_rows(far)
-        return out
+        return self._predict_rows(
+            X,
+            lambda mu: _post.predictive_mean_sd(mu, self.posterior_, self.y_scale_, return_std),
+            axis=0,
+        )
 
     @with_x64
     def predict_quantiles(self, X, quantiles=(0.05, 0.5, 0.95)) -> np.ndarray:
@@ -409,9 +437,9 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         q = np.atleast_1d(np.asarray(quantiles, dtype=float))
         if q.ndim != 1 or not np.all((q > 0) & (q < 1)):
             raise ValueError(f"quantiles must be numbers in (0, 1); got {quantiles!r}")
-        mu, far = self._function_draws(X)
-        out = _post.predictive_quantiles(mu, self.posterior_, self.y_scale_, q)
-        self._warn_far_rows(far)
+        out = self._predict_rows(
+            X, lambda mu: _post.predictive_quantiles(mu, self.posterior_, self.y_scale_, q), axis=0
+        )
         return out[:, 0] if np.ndim(quantiles) == 0 else out
 
     def predict_interval(self, X, coverage: float = 0.9) -> np.ndarray:

@@ -49,9 +49,11 @@ __all__ = [
     "check_kernel_scale",
     "check_label_types",
     "check_predictions",
+    "extreme_rows",
     "nonfinite_draws",
     "remedies",
     "scaled_sd",
+    "warn_extreme_rows",
     "warn_far_rows",
 ]
 
@@ -267,7 +269,7 @@ def check_draws(
     return report
 
 
-def check_predictions(values, what: str = "predictions", posterior=None) -> np.ndarray:
+def check_predictions(values, what: str = "predictions", posterior=None, block=None) -> np.ndarray:
     """Return ``values`` as an array, or raise when any entry is NaN or infinite.
 
     Parameters
@@ -279,6 +281,9 @@ def check_predictions(values, what: str = "predictions", posterior=None) -> np.n
     posterior : dict of str → array (chains, draws, ...), optional
         The draws the values came from; when they are themselves non-finite (a diverged fit,
         or a file saved before draws were checked) the message says so.
+    block : slice, optional
+        The test rows that ``values`` hold, when a prediction is computed a block of rows at a
+        time: the message numbers the rows of the whole input and names the block.
 
     Raises
     ------
@@ -298,9 +303,48 @@ def check_predictions(values, what: str = "predictions", posterior=None) -> np.n
     bad = ~finite
     other = tuple(a for a in range(arr.ndim) if a != rows_axis)
     rows = np.flatnonzero(bad.any(axis=other) if other else bad)
+    where = ""
+    if block is not None:
+        rows = rows + block.start
+        where = f" among the test rows {block.start} to {block.stop - 1} (computed first)"
     raise NonFinitePredictionError(
-        f"{what} are not finite for {rows.size} test row(s) (first rows {rows[:10].tolist()}); "
-        "no prediction is returned. Check these rows for extreme values."
+        f"{what} are not finite for {rows.size} test row(s){where} (first rows "
+        f"{rows[:10].tolist()}); no prediction is returned. Check these rows for extreme values."
+    )
+
+
+def extreme_rows(F, limit: float = DECISION_WARN_LIMIT) -> tuple[np.ndarray, float]:
+    """``(rows, peak)``: the test rows whose decision values ``F: (S, M, C)`` exceed ``limit``
+    in magnitude in some draw, and the largest abs(f) (0 when none exceeds it)."""
+    F = np.asarray(F)
+    big = np.abs(F) > limit
+    if not big.any():
+        return np.zeros(0, dtype=int), 0.0
+    rows = np.flatnonzero(big.reshape(F.shape[0], F.shape[1], -1).any(axis=(0, 2)))
+    return rows, float(np.max(np.abs(F)))
+
+
+def _extreme_rows_message(rows, peak: float, limit: float) -> str:
+    return (
+        f"decision values of {rows.size} test row(s) (first rows {rows[:10].tolist()}) "
+        f"reach |f| = {peak:.3g}, beyond {limit:g} (training margins are at "
+        "|f| = 1): their kernel values are far outside the training range, and each draw's "
+        "probability for them is 0 or 1, so their predictions say nothing. Check these rows "
+        "(test kernels or features) for extreme values."
+    )
+
+
+def warn_extreme_rows(rows, peak: float, limit: float = DECISION_WARN_LIMIT) -> None:
+    """Warn (:class:`ExtremeDecisionWarning`, pointing at the first caller outside the package)
+    that the decision values of test ``rows`` (:func:`extreme_rows`, numbered in the whole
+    input) reach ``peak``; nothing when ``rows`` is empty."""
+    rows = np.asarray(rows)
+    if rows.size == 0:
+        return
+    warnings.warn(
+        _extreme_rows_message(rows, peak, limit),
+        ExtremeDecisionWarning,
+        skip_file_prefixes=(PACKAGE_DIR,),
     )
 
 
@@ -331,13 +375,7 @@ def check_decision_scale(
         )
     else:
         rows = np.flatnonzero(big.reshape(F.shape[0], F.shape[1], -1).any(axis=(0, 2)))
-        msg = (
-            f"decision values of {rows.size} test row(s) (first rows {rows[:10].tolist()}) "
-            f"reach |f| = {np.max(np.abs(F)):.3g}, beyond {limit:g} (training margins are at "
-            "|f| = 1): their kernel values are far outside the training range, and each draw's "
-            "probability for them is 0 or 1, so their predictions say nothing. Check these rows "
-            "(test kernels or features) for extreme values."
-        )
+        msg = _extreme_rows_message(rows, float(np.max(np.abs(F))), limit)
     warnings.warn(msg, ExtremeDecisionWarning, stacklevel=stacklevel)
 
 
