@@ -40,6 +40,7 @@ from bayesmkl.posterior import classification as _post
 from bayesmkl.posterior import diagnostics
 from bayesmkl.posterior import loo as _loo
 from bayesmkl.posterior.checks import (
+    DECISION_WARN_LIMIT,
     check_decision_scale,
     check_degenerate_posterior,
     check_predictions,
@@ -412,7 +413,8 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         """
         _, codes = validate_labels(y, len(y))
         F = np.asarray(posterior_decision_values(self.posterior_, K))  # (S, N, C), once
-        degenerate = check_degenerate_posterior(
+        check_decision_scale(F, training=True)  # drifted draws: that warning says it all
+        degenerate = not np.max(np.abs(F)) > DECISION_WARN_LIMIT and check_degenerate_posterior(
             F, who="BM3KLClassifier", hyper=resolve_hyper(self)._asdict(),
             defaults=PRIORS["default"]._asdict(),
         )  # fmt: skip
@@ -439,7 +441,6 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
             self.calibrator_, self.oof_log_predictive_ = _post.crossfit_calibration(
                 draws, index, codes, gamma0=self.gamma0_, sample_weight=sample_weight
             )
-        check_decision_scale(F, training=True)
         self.log_likelihood_ = _post.label_log_likelihood(
             F, codes, self.posterior_["w"].shape[:2], gamma0=self.gamma0_,
             calibrator=self._calibrator(),
