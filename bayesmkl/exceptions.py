@@ -1,6 +1,7 @@
 """The errors and warnings that bayesmkl raises, for ``except`` clauses and warning filters."""
 
 __all__ = [
+    "DegeneratePosteriorWarning",
     "ExtremeDecisionWarning",
     "FitMemoryError",
     "KernelScaleWarning",
@@ -35,3 +36,9 @@ class ExtremeDecisionWarning(RuntimeWarning):
 
 class KernelScaleWarning(UserWarning):
     """Precomputed kernels far from the unit diagonal that BM3KL's prior is scaled for."""
+
+
+class DegeneratePosteriorWarning(RuntimeWarning):
+    """The fitted posterior does not use the data: its function at the training points is
+    dominated by a common shift (the bias) or is flat, or a regression fits the training targets
+    no better than their mean; typically a hyper-parameter at an extreme."""

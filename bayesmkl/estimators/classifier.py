@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 from sklearn.base import ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from bayesmkl.config import with_x64
@@ -33,13 +34,16 @@ from bayesmkl.estimators._fitting import (
 from bayesmkl.estimators._params import CLASSIFIER_CONSTRAINTS
 from bayesmkl.estimators._validation import validate_labels
 from bayesmkl.estimators._weights import MAX_SAMPLE_WEIGHT, effective_sample_weight
-from bayesmkl.model.classification import signed_targets
+from bayesmkl.exceptions import DegeneratePosteriorWarning
+from bayesmkl.model.classification import PRIORS, signed_targets
 from bayesmkl.posterior import calibration as _calibration
 from bayesmkl.posterior import classification as _post
 from bayesmkl.posterior import diagnostics
 from bayesmkl.posterior import loo as _loo
 from bayesmkl.posterior.checks import (
+    DECISION_WARN_LIMIT,
     check_decision_scale,
+    check_degenerate_posterior,
     check_predictions,
     extreme_rows,
     warn_extreme_rows,
@@ -94,14 +98,14 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         inverse-Gaussian update). Allowed: [0.02, 1e6].
     beta_a : float, default=None
         β_a, second TPBN shape; smaller gives sparser sample weights (default prior: 1; paper:
-        0.1 in Table 2, CV over {1, 2, 3} in Table 3). Allowed: [0.02, 1e6].
+        0.1 in Table 2, CV over {1, 2, 3} in Table 3). Allowed: [0.02, 10].
     kappa : float, default=None
         κ, rate of the TPBN global Gamma prior (default prior: 1; paper: 1e-10, a near
         spike-and-slab over the support vectors). Allowed: [1e-200, 1e10].
     bias_prior_var : float, default=None
         τ, prior **variance** of each bias b_c (default prior: 1; paper: 1e-4, a variance by
         docs/math.md A2: biases ≈ 0, so near-constant kernels act as the bias). Allowed:
-        [1e-100, 1e20].
+        [1e-100, 1e10].
     gamma0 : float, default=None
         γ₀, rate of the Exp(γ₀) prior on the augmentation variables λ (default prior: 1; paper:
         100 in Table 2, 500 and 10000 elsewhere); 0 gives the flat prior and the hinge
@@ -229,6 +233,10 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         The integer seed actually used (useful when ``random_state`` is None).
     y_train_ : ndarray (N,)
         Training labels (stored in the DataTree's ``observed_data``).
+    train_index_ : ndarray (N,)
+        Labels of the training rows: the index of ``X`` when it was a pandas ``DataFrame``
+        (labels netCDF cannot hold as strings), else 0 … N−1; the DataTree's ``obs``
+        coordinate.
     kernel_input_ : KernelInput
         The fitted pool (or the precomputed shape) used to build test kernels.
     calibrator_ : bayesmkl.posterior.calibration.Calibrator or None
@@ -357,7 +365,8 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
             prev=prev, started=started,
         )  # fmt: skip
         self._resume = _resume.new_point(self, run.last_state, fingerprint, run.seed)
-        self._finish(run, kernel_input=kin, classes=classes, y_train=y)
+        self._finish(run, kernel_input=kin, classes=classes, y_train=y,
+                     train_index_=diagnostics.row_labels(X, len(y)))  # fmt: skip
         reuse = prev is not None and prev.calibration == self.calibration
         # the calibration refits share what is left of the budget
         deadline = self._deadline(started, share=SAMPLING_SHARE)
@@ -418,6 +427,16 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         """
         _, codes = validate_labels(y, len(y))
         F = np.asarray(posterior_decision_values(self.posterior_, K))  # (S, N, C), once
+        check_decision_scale(F, training=True)  # drifted draws: that warning says it all
+        degenerate = not np.max(np.abs(F)) > DECISION_WARN_LIMIT and check_degenerate_posterior(
+            F, who="BM3KLClassifier", hyper=resolve_hyper(self)._asdict(),
+            defaults=PRIORS["default"]._asdict(),
+        )  # fmt: skip
+        # what the main fit has warned about is not warned again for its calibration refits
+        report = getattr(self, "run_report_", None)
+        already = ((DegeneratePosteriorWarning,) if degenerate else ()) + (
+            (ConvergenceWarning,) if report is not None and not report.converged else ()
+        )
         if not reuse_map:
             self.calibrator_ = None
             self.oof_log_predictive_ = None
@@ -431,12 +450,11 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
             n_folds = _calibration.DEFAULT_FOLDS if self.calibration == "cv" else self.calibration
             draws, index = _calibration.crossfit_decision_draws(
                 self, K, y, n_folds=int(n_folds), seed=self.random_seed_, deadline=deadline,
-                sample_weight=sample_weight,
+                sample_weight=sample_weight, already=already,
             )  # fmt: skip
             self.calibrator_, self.oof_log_predictive_ = _post.crossfit_calibration(
                 draws, index, codes, gamma0=self.gamma0_, sample_weight=sample_weight
             )
-        check_decision_scale(F, training=True)
         self.log_likelihood_ = _post.label_log_likelihood(
             F, codes, self.posterior_["w"].shape[:2], gamma0=self.gamma0_,
             calibrator=self._calibrator(),
@@ -648,6 +666,7 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
             y=self.y_train_,
             log_likelihood=getattr(self, "log_likelihood_", None),
             attrs={"inference_library": self._inference_library, "sampler": str(self.sampler)},
+            obs=getattr(self, "train_index_", None),
         )
         if not posterior_predictive:
             return tree
@@ -730,9 +749,11 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         Returns
         -------
         xarray.DataTree
-            ``predictions.proba`` has dims ``(chain, draw, obs, class)``.
+            ``predictions.proba`` has dims ``(chain, draw, obs, class)``; ``obs`` is the index
+            of ``X`` when it is a pandas ``DataFrame``.
         """
         P = self.proba_draws(X)
         chains, draws = self.posterior_["w"].shape[:2]
         P = P.reshape((chains, draws) + P.shape[1:])
-        return diagnostics.add_predictions(self.to_datatree(), P, self.classes_)
+        obs = diagnostics.row_labels(X, P.shape[2])  # a DataFrame's index
+        return diagnostics.add_predictions(self.to_datatree(), P, self.classes_, obs)

@@ -33,7 +33,7 @@ from bayesmkl.estimators._params import REGRESSOR_CONSTRAINTS
 from bayesmkl.model.regression import REG_PRIORS, RegHyper, unit_variance_kappa
 from bayesmkl.posterior import diagnostics
 from bayesmkl.posterior import regression as _post
-from bayesmkl.posterior.checks import check_predictions, scaled_sd
+from bayesmkl.posterior.checks import check_degenerate_posterior, check_predictions, scaled_sd
 from bayesmkl.sampler.regression import REG_CAPPED_LOOPS, BM3KLReg
 
 __all__ = ["BM3KLRegressor"]
@@ -74,7 +74,7 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
     alpha_a : float, default=None
         α_a, first TPBN shape of the sample weights. Allowed: [0.02, 1e6].
     beta_a : float, default=None
-        β_a, second TPBN shape. Allowed: [0.02, 1e6].
+        β_a, second TPBN shape. Allowed: [0.02, 10].
     kappa : float, default=None
         κ, rate of the TPBN global Gamma prior: the prior scale of the sample weights' variances.
         ``None``: under ``prior="default"`` κ = N/‖K̄‖²_F for the mean training kernel K̄
@@ -82,7 +82,7 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         has the variance of the standardised y; about 3/N for the 16-kernel pool), under
         ``"paper"`` 1e-10. Allowed: [1e-200, 1e10].
     bias_prior_var : float, default=None
-        τ, prior variance of the bias (on the standardised scale). Allowed: [1e-100, 1e20].
+        τ, prior variance of the bias (on the standardised scale). Allowed: [1e-100, 1e10].
     epsilon : "auto" or float, default="auto"
         Half-width ε of the insensitive tube. ``"auto"``: learnt, with the prior
         Gamma(``eps_shape``, ``eps_rate``) on the standardised scale. A number ≥ 0 fixes it,
@@ -158,6 +158,10 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
     n_iter_ : int
     random_seed_ : int
     y_train_ : ndarray (N,)
+    train_index_ : ndarray (N,)
+        Labels of the training rows: the index of ``X`` when it was a pandas ``DataFrame``
+        (labels netCDF cannot hold as strings), else 0 … N−1; the DataTree's ``obs``
+        coordinate.
     kernel_input_ : KernelInput
     n_features_in_ : int
     feature_names_in_ : ndarray of str
@@ -313,8 +317,14 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         run = self._sample(make_kernel, (K, ys), K, hold=(K.shape, ys.shape, str(K.dtype),
                            "regression"), started=started)  # fmt: skip
         self._finish(run, kernel_input=kin, y_train=y, y_mean=y_mean, y_scale=y_scale,
-                     kappa_=float(hyper.kappa))  # fmt: skip
+                     kappa_=float(hyper.kappa),
+                     train_index_=diagnostics.row_labels(X, len(y)))  # fmt: skip
         F = _post.function_values(self.posterior_, K)  # training function values, once
+        default_kappa = unit_variance_kappa(K) if self.prior == "default" else hyper.kappa
+        check_degenerate_posterior(
+            F, who="BM3KLRegressor", ys=ys[0], hyper=hyper._asdict(),
+            defaults={**REG_PRIORS["default"]._asdict(), "kappa": default_kappa}, stacklevel=4,
+        )  # fmt: skip
         self.log_likelihood_ = _post.target_log_likelihood(
             F, self.posterior_, self.y_train_, self.y_mean_, self.y_scale_
         )
@@ -481,17 +491,25 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
     def to_datatree(self):
         """The fit as an ArviZ ``xarray.DataTree``
         (:func:`~bayesmkl.posterior.diagnostics.build_datatree` without classes: ``posterior``
-        with w, e on ``kernel``, a, lam_plus, lam_minus, nu, varsigma on ``obs``, b, c, eps per
-        draw, all on the standardised scale; ``sample_stats``; ``observed_data``; and the
-        ``log_likelihood`` group that ``arviz.loo`` and ``arviz.compare`` read, e.g. to compare
-        kernel pools). Root attributes ``y_mean`` and ``y_scale`` give the standardisation."""
+        with w, e on ``kernel``, a, lam_plus, lam_minus, nu, varsigma on ``obs`` (the index of a
+        ``DataFrame`` X, ``train_index_``), b, c, eps, eps_standardised per draw;
+        ``sample_stats``; ``observed_data``; and the ``log_likelihood`` group that
+        ``arviz.loo`` and ``arviz.compare`` read, e.g. to compare kernel pools).
+
+        ``eps``, the tube's half-width, is in units of y (its posterior mean is ``epsilon_``);
+        every other posterior variable, and ``eps_standardised`` (the sampler's draws of ε), is
+        on the standardised scale (y − y_mean) / y_scale, with ``y_mean`` and ``y_scale`` the
+        root attributes. Each of the two ε variables says so in its attribute ``description``.
+        """
         check_is_fitted(self, "posterior_")
         return diagnostics.build_datatree(
-            self.posterior_, self.sample_stats_, kernel_names=self.kernel_names_,
+            diagnostics.regression_tree_posterior(self.posterior_, self.y_scale_),
+            self.sample_stats_, kernel_names=self.kernel_names_,
             y=self.y_train_, log_likelihood=self.log_likelihood_,
             attrs={"inference_library": self._inference_library,
                    "sampler": str(self.sampler), "y_mean": self.y_mean_,
                    "y_scale": self.y_scale_},
+            obs=getattr(self, "train_index_", None), var_attrs=diagnostics.EPS_ATTRS,
         )  # fmt: skip
 
 
