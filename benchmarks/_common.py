@@ -50,9 +50,11 @@ __all__ = [
     "add_merge_argument",
     "best_time",
     "block",
+    "classification_metrics",
     "compile_time",
     "current_rss_gib",
     "duplicated_rows",
+    "ece_top_label",
     "eta_row",
     "git_commit",
     "json_default",
@@ -393,3 +395,35 @@ def md_table(rows: list[dict], cols: list[str], fmt: dict | None = None) -> str:
             cells.append(f.format(v) if f and isinstance(v, (int, float)) else str(v))
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
+
+
+def ece_top_label(proba, codes, n_bins: int = 15) -> float:
+    """Top-label expected calibration error with ``n_bins`` equal-width confidence bins."""
+    import numpy as np
+
+    conf = proba.max(axis=1)
+    hit = (proba.argmax(axis=1) == codes).astype(float)
+    which = np.clip(np.digitize(conf, np.linspace(0, 1, n_bins + 1)[1:-1]), 0, n_bins - 1)
+    n = np.bincount(which, minlength=n_bins)
+    gap = np.abs(
+        np.bincount(which, weights=hit, minlength=n_bins)
+        - np.bincount(which, weights=conf, minlength=n_bins)
+    )
+    return float(gap.sum() / max(1, n.sum()))
+
+
+def classification_metrics(proba, codes) -> dict:
+    """Log-loss (probabilities clipped at 1e-15), top-label ECE, accuracy and Brier score of
+    class probabilities ``proba (n, K)`` against integer labels ``codes``."""
+    import numpy as np
+
+    proba = np.asarray(proba, dtype=float)
+    rows = np.arange(len(codes))
+    onehot = np.zeros_like(proba)
+    onehot[rows, codes] = 1.0
+    return {
+        "logloss": float(-np.mean(np.log(np.clip(proba[rows, codes], 1e-15, 1.0)))),
+        "ece": ece_top_label(proba, codes),
+        "acc": float(np.mean(proba.argmax(axis=1) == codes)),
+        "brier": float(np.mean(np.sum((proba - onehot) ** 2, axis=1))),
+    }

@@ -75,6 +75,7 @@ sys.path.insert(0, str(HERE))
 from _common import (  # noqa: E402
     UnitStore,
     add_merge_argument,
+    classification_metrics,
     eta_row,
     load_dataset,
     write_atomic,
@@ -83,39 +84,6 @@ from _common import (  # noqa: E402
 DATASETS = ("sonar", "liver", "ionosphere", "pima", "breast", "heart", "wine", "glass")
 METHODS = ("BM3KL", "BM3KL raw", "BM3KL psis", "BM3KL paper", "BEMKL", "BM3KLMAP", "SVC", "GPC")
 METRICS = ("logloss", "ece", "acc", "brier")
-EPS = 1e-15
-
-
-# ------------------------------------------------------------------------------------------
-# metrics
-# ------------------------------------------------------------------------------------------
-
-
-def ece_top_label(proba, codes, n_bins: int = 15) -> float:
-    """Top-label expected calibration error with ``n_bins`` equal-width confidence bins."""
-    conf = proba.max(axis=1)
-    hit = (proba.argmax(axis=1) == codes).astype(float)
-    which = np.clip(np.digitize(conf, np.linspace(0, 1, n_bins + 1)[1:-1]), 0, n_bins - 1)
-    n = np.bincount(which, minlength=n_bins)
-    gap = np.abs(
-        np.bincount(which, weights=hit, minlength=n_bins)
-        - np.bincount(which, weights=conf, minlength=n_bins)
-    )
-    return float(gap.sum() / max(1, n.sum()))
-
-
-def metrics(proba, codes) -> dict:
-    proba = np.asarray(proba, dtype=float)
-    rows = np.arange(len(codes))
-    onehot = np.zeros_like(proba)
-    onehot[rows, codes] = 1.0
-    return {
-        "logloss": float(-np.mean(np.log(np.clip(proba[rows, codes], EPS, 1.0)))),
-        "ece": ece_top_label(proba, codes),
-        "acc": float(np.mean(proba.argmax(axis=1) == codes)),
-        "brier": float(np.mean(np.sum((proba - onehot) ** 2, axis=1))),
-    }
-
 
 # ------------------------------------------------------------------------------------------
 # methods
@@ -540,7 +508,7 @@ def main(argv=None) -> int:
                         outs, info = bm3kl_budgeted(m, Xtr, ytr, Xte, args, args.seed + k)
                     else:
                         outs, info = {m: baseline(m, Xtr, ytr, Xte, args.seed + k)}, None
-                    rows = {name: {**metrics(P, codes), "fit_s": fit_s}
+                    rows = {name: {**classification_metrics(P, codes), "fit_s": fit_s}
                             for name, (P, fit_s) in outs.items()}  # fmt: skip
                     wall = time.perf_counter() - t0
                     store.add(key, {"rows": rows, "info": info, "wall_s": wall})

@@ -12,7 +12,8 @@ sweeps, no time budget) and its default calibration. The 5 seeds are the 5 chain
 Then the **extreme-but-valid settings** (and a few just outside the validated range, which must
 be refused with a clear error), one at a time with the others at the defaults, on the repro
 data with a 120 s time budget: η ∈ {1e-6, 0.02, 1e3, 1e6}, γ0 ∈ {0, 1e8, 1e300}, κ ∈ {1e-200,
-1e10, 1e300}, α_a and β_a at 0.02 and 1e6, τ (``bias_prior_var``) at 1e-100 and 1e20.
+1e10, 1e300}, α_a at 0.02 and 1e6, β_a at 0.02, 10 and 1e6, τ (``bias_prior_var``) at 1e-100,
+1e10 and 1e20 (β_a = 1e6 and τ = 1e20 are refused since issue 46: the model degenerates there).
 
 **Watchdog.** Every fit runs in its own process (a JAX loop that never returns cannot be
 interrupted from inside Python), killed when it has made no progress — no new output of its
@@ -101,8 +102,8 @@ EXTREMES = (
     ("eta", 1e-6), ("eta", 0.02), ("eta", 1e3), ("eta", 1e6),
     ("gamma0", 0.0), ("gamma0", 1e8), ("gamma0", 1e300),
     ("kappa", 1e-200), ("kappa", 1e10), ("kappa", 1e300),
-    ("alpha_a", 0.02), ("alpha_a", 1e6), ("beta_a", 0.02), ("beta_a", 1e6),
-    ("bias_prior_var", 1e-100), ("bias_prior_var", 1e20),
+    ("alpha_a", 0.02), ("alpha_a", 1e6), ("beta_a", 0.02), ("beta_a", 10.0), ("beta_a", 1e6),
+    ("bias_prior_var", 1e-100), ("bias_prior_var", 1e10), ("bias_prior_var", 1e20),
 )  # fmt: skip
 EXTREME_DATA = "repro"
 EXTREME_MAX_TIME = 120.0

@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-from calibration import ece_top_label  # noqa: E402
+from _common import ece_top_label  # noqa: E402
 
 
 def test_ece_top_label_by_hand():

@@ -113,6 +113,22 @@ def test_calibration_resumes(tmp_path):
     assert summary["SVC"]["n_splits"] == 2 and summary["BEMKL"]["n_splits"] == 2
 
 
+def test_large_n_resumes_and_says_why_a_method_was_not_run(tmp_path):
+    final = _interrupt_and_resume(
+        "large_n.py",
+        ["--datasets", "tiny", "--methods", "SVC,GPC,SVGP,BM3KL exact", "--gpc-max-n", "10",
+         "--exact-max-n", "10", "--peers-python", str(tmp_path / "no-such-python")],
+        tmp_path, stop_after=1,
+        expected_units=[f"tiny | {m}" for m in ("SVC", "GPC", "SVGP", "BM3KL exact")],
+    )  # fmt: skip
+    res = final["results"]["tiny"]
+    assert 0.5 < res["SVC"]["acc"] <= 1.0 and res["SVC"]["peak_rss_gb"] > 0
+    assert set(res["SVC"]) >= {"acc", "logloss", "ece", "fit_s", "converged", "peak_rss_gb"}
+    assert "--gpc-max-n 10" in res["GPC"]["skipped"]
+    assert "--exact-max-n 10" in res["BM3KL exact"]["skipped"]
+    assert "no peer interpreter" in res["SVGP"]["skipped"]
+
+
 def test_calibration_eta_rows(tmp_path):
     """An η-study row of calibration.py fits BM3KL with the η and the budget in its name, is
     kept as its own unit, and is reported against the default row with its convergence."""

@@ -43,16 +43,50 @@ from bayesmkl.estimators._fitting import (
     run_monitor,
     set_fitted_attributes,
 )
+from bayesmkl.estimators._memory import (
+    AUTO_MAX_KEPT,
+    PREDICTION_COPIES,
+    check_fit_memory,
+    row_blocks,
+)
 from bayesmkl.estimators._validation import validate_params
+from bayesmkl.exceptions import NonFinitePredictionError
+from bayesmkl.kernels._checks import check_precomputed_memory
 from bayesmkl.kernels.input import FAR_RANGE_FACTOR
 from bayesmkl.posterior import diagnostics
 from bayesmkl.posterior.checks import PACKAGE_DIR, check_draws, warn_far_rows
-from bayesmkl.posterior.predictive import flat_draws
+from bayesmkl.posterior.predictive import DECISION_BATCH, flat_draws
 from bayesmkl.sampler.chains import resolve_chain_method
 from bayesmkl.sampler.runlength import sample_until_converged
 from bayesmkl.sampler.runner import ChainRunner, hold_programs_for
 
-__all__ = ["BM3KLBase", "SampledRun"]
+__all__ = ["BM3KLBase", "SampledRun", "in_block", "join_blocks"]
+
+
+def join_blocks(outs: list, axis: int):
+    """The outputs of the blocks of test rows joined along their rows ``axis`` (an output may
+    be a tuple of arrays: each is joined)."""
+    if len(outs) == 1:
+        return outs[0]
+    if isinstance(outs[0], tuple):
+        return tuple(np.concatenate(parts, axis=axis) for parts in zip(*outs, strict=True))
+    return np.concatenate(outs, axis=axis)
+
+
+def in_block(reduce, values, rows: slice):
+    """``reduce(values)`` of one block of test rows; a ``NonFinitePredictionError`` it raises
+    (its rows numbered within the block) names the block."""
+    try:
+        return reduce(values)
+    except NonFinitePredictionError as exc:
+        raise NonFinitePredictionError(f"{exc}{_block_note(rows)}") from None
+
+
+def _block_note(rows: slice) -> str:
+    return (
+        f" (rows numbered from the first row of the block of test rows {rows.start} to "
+        f"{rows.stop - 1})"
+    )
 
 
 class SampledRun(NamedTuple):
@@ -143,7 +177,14 @@ class BM3KLBase(BaseEstimator):
             and the new draws appended to the stored ones.
         started : float, optional
             :func:`time.perf_counter` at the start of ``fit``: ``max_time`` counts from there.
+
+        Raises ``FitMemoryError`` (a ``MemoryError`` and a ``ValueError``) before any sweep when
+        the draws the run keeps and the sampler's working memory would not fit
+        (:func:`~bayesmkl.estimators._memory.check_fit_memory`).
         """
+        stored = 0 if prev is None else int(self.posterior_["w"].shape[1])  # warm_start keeps them
+        check_fit_memory(self, P=int(K.shape[0]), C=int(data[1].shape[0]), N=int(K.shape[-1]),
+                         run_chunk=RUN_CHUNK, earlier=stored)  # fmt: skip
         if prev is None:
             key, seed = make_rng_key(self.random_state)
         else:  # continue the stored chains: their own keys, no new warm-up
@@ -177,7 +218,7 @@ class BM3KLBase(BaseEstimator):
             max_samples=budget, deadline=self._deadline(started), resume=earlier,
             check_every=AUTO_CHUNK,
             fixed=not auto,
-            max_kept=1_000 if auto else 2**62,  # a fixed length keeps every draw, as asked
+            max_kept=AUTO_MAX_KEPT if auto else 2**62,  # a fixed length keeps every draw, as asked
             progress=bool(self.progress_bar) and isinstance(chain_method, str),
         )  # fmt: skip
         return SampledRun(draws, extra, report, mcmc.last_state, seed, monitor.points)
@@ -220,6 +261,15 @@ class BM3KLBase(BaseEstimator):
     def _capped_loops(self, bits) -> list:  # pragma: no cover - every subclass has its own
         raise NotImplementedError
 
+    def _draw_entries(self, P: int, C: int, N: int) -> int:  # pragma: no cover
+        """Values one draw of one chain stores (sites, extra fields, monitored values), for the
+        memory estimate of :func:`~bayesmkl.estimators._memory.check_fit_memory`."""
+        raise NotImplementedError
+
+    def _after_fit_entries(self, C: int, N: int) -> int:  # pragma: no cover
+        """Values per draw that ``fit`` computes at the training points after the chains."""
+        raise NotImplementedError
+
     def _unconverged_message(self, report, points) -> str:  # pragma: no cover
         raise NotImplementedError
 
@@ -252,11 +302,40 @@ class BM3KLBase(BaseEstimator):
         set_fitted_attributes(self, attrs)
         return self
 
-    def _test_kernels(self, X):
-        """``(cross kernels (P, M, N), far rows)`` of new data: :meth:`_test_input` and the
-        kernels of its rows."""
-        Xv, far = self._test_input(X)
-        return (Xv if self.kernel_input_.pool is None else self.kernel_input_.cross(Xv)), far
+    def _block_kernels(self, Xv, rows: slice | None = None):
+        """Test kernels ``(P, m, N)`` of the rows ``rows`` (all when ``None``) of new data
+        validated by :meth:`_test_input`: computed by the pool, or the precomputed stack's rows."""
+        if self.kernel_input_.pool is None:
+            return Xv if rows is None else Xv[:, rows]
+        if rows is None:
+            return self.kernel_input_.cross(Xv)
+        try:
+            return self.kernel_input_.cross(Xv[rows])
+        except ValueError as exc:  # a non-finite kernel row, numbered within the block
+            raise type(exc)(f"{exc}{_block_note(rows)}") from None
+
+    def _prediction_width(self) -> int:
+        """Values per draw and test row of the widest array a prediction computes."""
+        return 1
+
+    def _bytes_per_test_row(self) -> float:
+        """Bytes a prediction holds per test row: the row's test kernels ``(P, N)``, its part of
+        the weighted kernels of a batch of draws (``DECISION_BATCH × N``, in the storage dtype
+        and float64), and :data:`~bayesmkl.estimators._memory.PREDICTION_COPIES` arrays of
+        draws × :meth:`_prediction_width` values."""
+        P, N = self.kernel_input_.n_kernels, self.kernel_input_.n_columns  # landmarks: M
+        S = int(np.prod(self.posterior_["w"].shape[:2]))
+        values = PREDICTION_COPIES * S * self._prediction_width()
+        return 8.0 * (P * N + 2 * DECISION_BATCH * N + values)
+
+    def _row_blocks(self, Xv) -> list:
+        """The blocks of test rows (slices) of validated new data ``Xv`` that a prediction
+        computes one at a time: one block (all rows, the arithmetic of a single pass) unless
+        their arrays would take more than
+        :data:`~bayesmkl.estimators._memory.PREDICT_MEMORY_SHARE` of the memory limit
+        (:func:`~bayesmkl.estimators._memory.row_blocks`)."""
+        n_rows = Xv.shape[1] if self.kernel_input_.pool is None else Xv.shape[0]
+        return row_blocks(n_rows, self._bytes_per_test_row())
 
     def _warn_far_rows(self, far) -> None:
         """Warn about the rows ``far`` of :meth:`_test_input` (none: no warning). Called once the
@@ -273,6 +352,7 @@ class BM3KLBase(BaseEstimator):
         self._warn_if_warmup_only()
         if self.kernel_input_.pool is None:
             check_kernel_list_shapes(X, "precomputed test kernels")
+            check_precomputed_memory(X, "precomputed test kernel stack", training=False)
             Kt = check_array(
                 X,
                 allow_nd=True,

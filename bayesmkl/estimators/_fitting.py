@@ -24,6 +24,7 @@ from sklearn.utils.validation import (
 from bayesmkl.estimators._validation import (
     validate_labels,
 )
+from bayesmkl.kernels._checks import check_precomputed_memory
 from bayesmkl.kernels.input import KernelInput
 from bayesmkl.model.classification import PRIORS, Hyper
 from bayesmkl.posterior.checks import check_kernel_scale, check_label_types
@@ -329,8 +330,10 @@ def check_kernel_list_shapes(X, what: str = "precomputed kernels") -> None:
 
 def check_precomputed_stack(X, n_landmarks=None):
     """``X`` as a checked kernel stack ``(P, N, N)`` for ``kernels="precomputed"`` (with
-    ``n_landmarks=M``: the landmark block ``(P, N, M)``, docs/math.md §16)."""
+    ``n_landmarks=M``: the landmark block ``(P, N, M)``, docs/math.md §16); refused
+    (``KernelMemoryError``) before any conversion when its handling would not fit in memory."""
     check_kernel_list_shapes(X)
+    check_precomputed_memory(X)
     Xk = check_array(
         X, allow_nd=True, ensure_2d=False, dtype=(np.float64, np.float32), input_name="K"
     )

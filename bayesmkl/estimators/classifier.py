@@ -15,13 +15,15 @@ import time
 
 import numpy as np
 from sklearn.base import ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from bayesmkl.config import with_x64
 from bayesmkl.estimators import _resume
-from bayesmkl.estimators._base import SAMPLING_SHARE, BM3KLBase
+from bayesmkl.estimators._base import SAMPLING_SHARE, BM3KLBase, in_block, join_blocks
 from bayesmkl.estimators._fitting import (
     EXTRA_FIELDS,
+    MAX_MONITORED_POINTS,
     describe_quantity,
     enable_compilation_cache,
     make_rng_key,
@@ -32,12 +34,20 @@ from bayesmkl.estimators._fitting import (
 from bayesmkl.estimators._params import CLASSIFIER_CONSTRAINTS
 from bayesmkl.estimators._validation import validate_labels
 from bayesmkl.estimators._weights import MAX_SAMPLE_WEIGHT, effective_sample_weight
-from bayesmkl.model.classification import signed_targets
+from bayesmkl.exceptions import DegeneratePosteriorWarning
+from bayesmkl.model.classification import PRIORS, signed_targets
 from bayesmkl.posterior import calibration as _calibration
 from bayesmkl.posterior import classification as _post
 from bayesmkl.posterior import diagnostics
 from bayesmkl.posterior import loo as _loo
-from bayesmkl.posterior.checks import check_decision_scale, check_predictions
+from bayesmkl.posterior.checks import (
+    DECISION_WARN_LIMIT,
+    check_decision_scale,
+    check_degenerate_posterior,
+    check_predictions,
+    extreme_rows,
+    warn_extreme_rows,
+)
 from bayesmkl.posterior.predictive import mean_decision, posterior_decision_values
 from bayesmkl.sampler.sampler import BM3KL
 from bayesmkl.sampler.state import capped_loops
@@ -88,14 +98,14 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         inverse-Gaussian update). Allowed: [0.02, 1e6].
     beta_a : float, default=None
         β_a, second TPBN shape; smaller gives sparser sample weights (default prior: 1; paper:
-        0.1 in Table 2, CV over {1, 2, 3} in Table 3). Allowed: [0.02, 1e6].
+        0.1 in Table 2, CV over {1, 2, 3} in Table 3). Allowed: [0.02, 10].
     kappa : float, default=None
         κ, rate of the TPBN global Gamma prior (default prior: 1; paper: 1e-10, a near
         spike-and-slab over the support vectors). Allowed: [1e-200, 1e10].
     bias_prior_var : float, default=None
         τ, prior **variance** of each bias b_c (default prior: 1; paper: 1e-4, a variance by
         docs/math.md A2: biases ≈ 0, so near-constant kernels act as the bias). Allowed:
-        [1e-100, 1e20].
+        [1e-100, 1e10].
     gamma0 : float, default=None
         γ₀, rate of the Exp(γ₀) prior on the augmentation variables λ (default prior: 1; paper:
         100 in Table 2, 500 and 10000 elsewhere); 0 gives the flat prior and the hinge
@@ -248,6 +258,10 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         to rounding); set only when ``n_landmarks`` is set (``None`` with precomputed kernels).
     landmark_indices_ : ndarray of int (M,)
         The landmarks' training rows (``None`` with precomputed kernels).
+    train_index_ : ndarray (N,)
+        Labels of the training rows: the index of ``X`` when it was a pandas ``DataFrame``
+        (labels netCDF cannot hold as strings), else 0 … N−1; the DataTree's ``obs``
+        coordinate.
     kernel_input_ : KernelInput
         The fitted pool (or the precomputed shape) used to build test kernels.
     calibrator_ : bayesmkl.posterior.calibration.Calibrator or None
@@ -378,7 +392,8 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
             prev=prev, started=started,
         )  # fmt: skip
         self._resume = _resume.new_point(self, run.last_state, fingerprint, run.seed)
-        self._finish(run, kernel_input=kin, classes=classes, y_train=y)
+        self._finish(run, kernel_input=kin, classes=classes, y_train=y,
+                     train_index_=diagnostics.row_labels(X, len(y)))  # fmt: skip
         reuse = prev is not None and prev.calibration == self.calibration
         # the calibration refits share what is left of the budget
         deadline = self._deadline(started, share=SAMPLING_SHARE)
@@ -396,6 +411,17 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
 
     def _capped_loops(self, bits) -> list:
         return capped_loops(bits)
+
+    def _draw_entries(self, P: int, C: int, N: int) -> int:
+        """e and w (P each); a, λ, ν, ς (C × N each); b (C); the extra fields; the monitored
+        decision values (at most ``MAX_MONITORED_POINTS`` points × C)."""
+        return 2 * P + 4 * C * N + C + len(EXTRA_FIELDS) + min(N, MAX_MONITORED_POINTS) * C
+
+    def _after_fit_entries(self, C: int, N: int) -> int:
+        """The decision values (C × N), the (log-)probabilities and their temporaries
+        (3 × K × N) and the log-likelihood and LOO weights (2 N) at the training points."""
+        n_classes = 2 if C == 1 else C
+        return (C + 3 * n_classes + 2) * N
 
     def _unconverged_message(self, report, points) -> str:
         n_classifiers = self.posterior_["b"].shape[-1]
@@ -428,6 +454,16 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         """
         _, codes = validate_labels(y, len(y))
         F = np.asarray(posterior_decision_values(self.posterior_, K))  # (S, N, C), once
+        check_decision_scale(F, training=True)  # drifted draws: that warning says it all
+        degenerate = not np.max(np.abs(F)) > DECISION_WARN_LIMIT and check_degenerate_posterior(
+            F, who="BM3KLClassifier", hyper=resolve_hyper(self)._asdict(),
+            defaults=PRIORS["default"]._asdict(),
+        )  # fmt: skip
+        # what the main fit has warned about is not warned again for its calibration refits
+        report = getattr(self, "run_report_", None)
+        already = ((DegeneratePosteriorWarning,) if degenerate else ()) + (
+            (ConvergenceWarning,) if report is not None and not report.converged else ()
+        )
         if not reuse_map:
             self.calibrator_ = None
             self.oof_log_predictive_ = None
@@ -441,12 +477,11 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
             n_folds = _calibration.DEFAULT_FOLDS if self.calibration == "cv" else self.calibration
             draws, index = _calibration.crossfit_decision_draws(
                 self, K, y, n_folds=int(n_folds), seed=self.random_seed_, deadline=deadline,
-                sample_weight=sample_weight,
+                sample_weight=sample_weight, already=already,
             )  # fmt: skip
             self.calibrator_, self.oof_log_predictive_ = _post.crossfit_calibration(
                 draws, index, codes, gamma0=self.gamma0_, sample_weight=sample_weight
             )
-        check_decision_scale(F, training=True)
         self.log_likelihood_ = _post.label_log_likelihood(
             F, codes, self.posterior_["w"].shape[:2], gamma0=self.gamma0_,
             calibrator=self._calibrator(),
@@ -474,12 +509,42 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         for rows whose features or test kernels lie far outside the training data
         (:meth:`~bayesmkl.kernels.input.KernelInput.far_rows`).
         """
-        Kt, far = self._test_kernels(X)
-        F = posterior_decision_values(self.posterior_, Kt)
-        F = check_predictions(F, "decision values", posterior=self.posterior_)
+        return self._predict_rows(X, lambda F: F, axis=1)
+
+    def _prediction_width(self) -> int:
+        """max(C, K): decision values have C columns, probabilities K."""
+        return max(self.posterior_["b"].shape[-1], len(self.classes_))
+
+    def _block_decisions(self, Xv, rows: slice | None = None) -> np.ndarray:
+        """Checked decision values ``(S, m, C)`` of the rows ``rows`` of validated new data."""
+        F = posterior_decision_values(self.posterior_, self._block_kernels(Xv, rows))
+        return check_predictions(F, "decision values", posterior=self.posterior_, block=rows)
+
+    def _predict_rows(self, X, reduce, axis: int):
+        """``reduce(F)`` of the decision values ``F: (S, m, C)`` of new data ``X``, computed a
+        block of test rows at a time (:meth:`_row_blocks`) and joined along ``axis`` (the rows'
+        axis of what ``reduce`` returns). One block (the usual case) runs the arithmetic of a
+        single pass; warns about far rows and extreme decision values once, numbering the rows of
+        the whole input."""
+        Xv, far = self._test_input(X)
+        blocks = self._row_blocks(Xv)
+        if len(blocks) == 1:
+            F = self._block_decisions(Xv)
+            self._warn_far_rows(far)
+            rows, peak = extreme_rows(F)
+            warn_extreme_rows(rows, peak)
+            return reduce(F)
+        outs, big, peak = [], [], 0.0
+        for rows in blocks:
+            F = self._block_decisions(Xv, rows)
+            r, p = extreme_rows(F)
+            big.append(r + rows.start)
+            peak = max(peak, p)
+            outs.append(in_block(reduce, F, rows))
+            del F
         self._warn_far_rows(far)
-        check_decision_scale(F)
-        return F
+        warn_extreme_rows(np.concatenate(big), peak)
+        return join_blocks(outs, axis)
 
     def _calibrator(self):
         """The calibration map in use: ``None`` with ``calibration=None`` (the raw rule), else
@@ -505,7 +570,7 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         Calibrated (see ``calibration``), or with ``calibration=None`` the raw σ(ψ(f)) /
         softmax(ψ(f)) of docs/math.md §6.
         """
-        return self._proba_draws_of(self.decision_draws(X))
+        return self._predict_rows(X, self._proba_draws_of, axis=1)
 
     @with_x64
     def predict_proba(self, X, return_mcse: bool = False):
@@ -529,11 +594,15 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
             Only with ``return_mcse=True``. 0 where a probability does not vary over draws;
             nan with a single draw per chain.
         """
-        P = self.proba_draws(X)
-        proba = P.mean(axis=0)
-        if not return_mcse:
-            return proba
-        return proba, _post.probability_mcse(P, self.posterior_["w"].shape[0])
+
+        def reduce(F):
+            P = self._proba_draws_of(F)
+            proba = P.mean(axis=0)
+            if not return_mcse:
+                return proba
+            return proba, _post.probability_mcse(P, self.posterior_["w"].shape[0])
+
+        return self._predict_rows(X, reduce, axis=0)
 
     @with_x64
     def predict_log_proba(self, X) -> np.ndarray:
@@ -543,10 +612,12 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         -------
         ndarray (M, K)
         """
-        lp = _post.log_proba_draws(
-            self.decision_draws(X), gamma0=self.gamma0_, calibrator=self._calibrator()
-        )
-        return _calibration.log_predictive(lp, axis=0)
+
+        def reduce(F):
+            lp = _post.log_proba_draws(F, gamma0=self.gamma0_, calibrator=self._calibrator())
+            return _calibration.log_predictive(lp, axis=0)
+
+        return self._predict_rows(X, reduce, axis=0)
 
     @with_x64
     def decision_function(self, X) -> np.ndarray:
@@ -557,7 +628,7 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         ndarray (M,) for the single binary classifier (positive = ``classes_[1]``), else
         (M, C).
         """
-        F = np.asarray(mean_decision(self.decision_draws(X)))
+        F = self._predict_rows(X, lambda F: np.asarray(mean_decision(F)), axis=0)
         return F[:, 0] if F.shape[1] == 1 else F
 
     @with_x64
@@ -623,6 +694,7 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
             log_likelihood=getattr(self, "log_likelihood_", None),
             attrs={"inference_library": self._inference_library, "sampler": str(self.sampler)},
             landmarks=self._landmark_coords(),
+            obs=getattr(self, "train_index_", None),
         )
         if not posterior_predictive:
             return tree
@@ -705,9 +777,11 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         Returns
         -------
         xarray.DataTree
-            ``predictions.proba`` has dims ``(chain, draw, obs, class)``.
+            ``predictions.proba`` has dims ``(chain, draw, obs, class)``; ``obs`` is the index
+            of ``X`` when it is a pandas ``DataFrame``.
         """
         P = self.proba_draws(X)
         chains, draws = self.posterior_["w"].shape[:2]
         P = P.reshape((chains, draws) + P.shape[1:])
-        return diagnostics.add_predictions(self.to_datatree(), P, self.classes_)
+        obs = diagnostics.row_labels(X, P.shape[2])  # a DataFrame's index
+        return diagnostics.add_predictions(self.to_datatree(), P, self.classes_, obs)

@@ -19,8 +19,10 @@ from sklearn.base import RegressorMixin
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
 
 from bayesmkl.config import with_x64
-from bayesmkl.estimators._base import BM3KLBase
+from bayesmkl.estimators._base import BM3KLBase, in_block, join_blocks
 from bayesmkl.estimators._fitting import (
+    EXTRA_FIELDS,
+    MAX_MONITORED_POINTS,
     check_landmark_params,
     check_precomputed_stack,
     describe_quantity,
@@ -32,7 +34,7 @@ from bayesmkl.estimators._params import REGRESSOR_CONSTRAINTS
 from bayesmkl.model.regression import REG_PRIORS, RegHyper, unit_variance_kappa
 from bayesmkl.posterior import diagnostics
 from bayesmkl.posterior import regression as _post
-from bayesmkl.posterior.checks import check_predictions, scaled_sd
+from bayesmkl.posterior.checks import check_degenerate_posterior, check_predictions, scaled_sd
 from bayesmkl.sampler.regression import REG_CAPPED_LOOPS, BM3KLReg
 
 __all__ = ["BM3KLRegressor"]
@@ -73,7 +75,7 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
     alpha_a : float, default=None
         α_a, first TPBN shape of the sample weights. Allowed: [0.02, 1e6].
     beta_a : float, default=None
-        β_a, second TPBN shape. Allowed: [0.02, 1e6].
+        β_a, second TPBN shape. Allowed: [0.02, 10].
     kappa : float, default=None
         κ, rate of the TPBN global Gamma prior: the prior scale of the sample weights' variances.
         ``None``: under ``prior="default"`` κ = N/‖K̄‖²_F for the mean training kernel K̄
@@ -81,7 +83,7 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         has the variance of the standardised y; about 3/N for the 16-kernel pool), under
         ``"paper"`` 1e-10. Allowed: [1e-200, 1e10].
     bias_prior_var : float, default=None
-        τ, prior variance of the bias (on the standardised scale). Allowed: [1e-100, 1e20].
+        τ, prior variance of the bias (on the standardised scale). Allowed: [1e-100, 1e10].
     epsilon : "auto" or float, default="auto"
         Half-width ε of the insensitive tube. ``"auto"``: learnt, with the prior
         Gamma(``eps_shape``, ``eps_rate``) on the standardised scale. A number ≥ 0 fixes it,
@@ -181,6 +183,10 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         to rounding); set only when ``n_landmarks`` is set (``None`` with precomputed kernels).
     landmark_indices_ : ndarray of int (M,)
         The landmarks' training rows (``None`` with precomputed kernels).
+    train_index_ : ndarray (N,)
+        Labels of the training rows: the index of ``X`` when it was a pandas ``DataFrame``
+        (labels netCDF cannot hold as strings), else 0 … N−1; the DataTree's ``obs``
+        coordinate.
     kernel_input_ : KernelInput
     n_features_in_ : int
     feature_names_in_ : ndarray of str
@@ -340,8 +346,14 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         run = self._sample(make_kernel, (K, ys), K, hold=(K.shape, ys.shape, str(K.dtype),
                            "regression"), started=started)  # fmt: skip
         self._finish(run, kernel_input=kin, y_train=y, y_mean=y_mean, y_scale=y_scale,
-                     kappa_=float(hyper.kappa))  # fmt: skip
+                     kappa_=float(hyper.kappa),
+                     train_index_=diagnostics.row_labels(X, len(y)))  # fmt: skip
         F = _post.function_values(self.posterior_, K)  # training function values, once
+        default_kappa = unit_variance_kappa(K) if self.prior == "default" else hyper.kappa
+        check_degenerate_posterior(
+            F, who="BM3KLRegressor", ys=ys[0], hyper=hyper._asdict(),
+            defaults={**REG_PRIORS["default"]._asdict(), "kappa": default_kappa}, stacklevel=4,
+        )  # fmt: skip
         self.log_likelihood_ = _post.target_log_likelihood(
             F, self.posterior_, self.y_train_, self.y_mean_, self.y_scale_
         )
@@ -352,6 +364,16 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
 
     def _capped_loops(self, bits) -> list:
         return [t for b_, t in REG_CAPPED_LOOPS.items() if int(bits) & b_]
+
+    def _draw_entries(self, P: int, C: int, N: int) -> int:
+        """e and w (P each); a, λ⁺, λ⁻, ν, ς (C × N each, C = 1); b, c, ε; the extra fields;
+        the monitored function values (at most ``MAX_MONITORED_POINTS``)."""
+        return 2 * P + 5 * C * N + C + 2 + len(EXTRA_FIELDS) + min(N, MAX_MONITORED_POINTS) * C
+
+    def _after_fit_entries(self, C: int, N: int) -> int:
+        """The function values, the log-likelihood and two temporaries of the noise law at the
+        training points."""
+        return 4 * C * N
 
     def _set_fitted(self, *, y_mean, y_scale, **fitted):
         """Set the fitted attributes (both :meth:`fit` and :meth:`load` use it): ``y_mean_``,
@@ -384,19 +406,34 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         Their mean is :meth:`predict`; their spread is the uncertainty of the regression
         function alone, without the noise.
         """
-        mu, far = self._function_draws(X)
-        self._warn_far_rows(far)
-        return mu
+        return self._predict_rows(X, lambda mu: mu, axis=1)
 
-    def _function_draws(self, X):
-        """``(function_draws(X), far rows)``: the caller warns about the far rows once its own
-        checks have passed (a row refused as non-finite is not also warned about)."""
-        check_is_fitted(self, "posterior_")
-        Kt, far = self._test_kernels(X)
-        F = _post.function_values(self.posterior_, Kt)
+    def _block_function_draws(self, Xv, rows: slice | None = None) -> np.ndarray:
+        """Checked function draws ``(S, m)`` in the units of y of the rows ``rows`` of validated
+        new data."""
+        F = _post.function_values(self.posterior_, self._block_kernels(Xv, rows), block=rows)
         with np.errstate(over="ignore", invalid="ignore"):  # the check below says it
             mu = self.y_mean_ + self.y_scale_ * F
-        return check_predictions(mu, "function values (in units of y)"), far
+        return check_predictions(mu, "function values (in units of y)", block=rows)
+
+    def _predict_rows(self, X, reduce, axis: int):
+        """``reduce(mu)`` of the function draws ``mu: (S, m)`` (units of y) of new data ``X``,
+        computed a block of test rows at a time (:meth:`_row_blocks`) and joined along ``axis``
+        (the rows' axis of what ``reduce`` returns); one block (the usual case) runs the
+        arithmetic of a single pass. Warns about the far rows once the values are checked (a row
+        refused as non-finite is not also warned about)."""
+        check_is_fitted(self, "posterior_")
+        Xv, far = self._test_input(X)
+        blocks = self._row_blocks(Xv)
+        if len(blocks) == 1:
+            out = reduce(self._block_function_draws(Xv))
+        else:
+            out = join_blocks(
+                [in_block(reduce, self._block_function_draws(Xv, rows), rows) for rows in blocks],
+                axis,
+            )
+        self._warn_far_rows(far)
+        return out
 
     @with_x64
     def predict(self, X, return_std: bool = False):
@@ -415,10 +452,11 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         std : ndarray (M,)
             Only with ``return_std=True``.
         """
-        mu, far = self._function_draws(X)
-        out = _post.predictive_mean_sd(mu, self.posterior_, self.y_scale_, return_std)
-        self._warn_far_rows(far)
-        return out
+        return self._predict_rows(
+            X,
+            lambda mu: _post.predictive_mean_sd(mu, self.posterior_, self.y_scale_, return_std),
+            axis=0,
+        )
 
     @with_x64
     def predict_quantiles(self, X, quantiles=(0.05, 0.5, 0.95)) -> np.ndarray:
@@ -438,9 +476,9 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         q = np.atleast_1d(np.asarray(quantiles, dtype=float))
         if q.ndim != 1 or not np.all((q > 0) & (q < 1)):
             raise ValueError(f"quantiles must be numbers in (0, 1); got {quantiles!r}")
-        mu, far = self._function_draws(X)
-        out = _post.predictive_quantiles(mu, self.posterior_, self.y_scale_, q)
-        self._warn_far_rows(far)
+        out = self._predict_rows(
+            X, lambda mu: _post.predictive_quantiles(mu, self.posterior_, self.y_scale_, q), axis=0
+        )
         return out[:, 0] if np.ndim(quantiles) == 0 else out
 
     def predict_interval(self, X, coverage: float = 0.9) -> np.ndarray:
@@ -482,18 +520,26 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
     def to_datatree(self):
         """The fit as an ArviZ ``xarray.DataTree``
         (:func:`~bayesmkl.posterior.diagnostics.build_datatree` without classes: ``posterior``
-        with w, e on ``kernel``, a, lam_plus, lam_minus, nu, varsigma on ``obs``, b, c, eps per
-        draw, all on the standardised scale; ``sample_stats``; ``observed_data``; and the
-        ``log_likelihood`` group that ``arviz.loo`` and ``arviz.compare`` read, e.g. to compare
-        kernel pools). Root attributes ``y_mean`` and ``y_scale`` give the standardisation."""
+        with w, e on ``kernel``, a, lam_plus, lam_minus, nu, varsigma on ``obs`` (the index of a
+        ``DataFrame`` X, ``train_index_``), b, c, eps, eps_standardised per draw;
+        ``sample_stats``; ``observed_data``; and the ``log_likelihood`` group that
+        ``arviz.loo`` and ``arviz.compare`` read, e.g. to compare kernel pools).
+
+        ``eps``, the tube's half-width, is in units of y (its posterior mean is ``epsilon_``);
+        every other posterior variable, and ``eps_standardised`` (the sampler's draws of ε), is
+        on the standardised scale (y − y_mean) / y_scale, with ``y_mean`` and ``y_scale`` the
+        root attributes. Each of the two ε variables says so in its attribute ``description``.
+        """
         check_is_fitted(self, "posterior_")
         return diagnostics.build_datatree(
-            self.posterior_, self.sample_stats_, kernel_names=self.kernel_names_,
+            diagnostics.regression_tree_posterior(self.posterior_, self.y_scale_),
+            self.sample_stats_, kernel_names=self.kernel_names_,
             y=self.y_train_, log_likelihood=self.log_likelihood_,
             attrs={"inference_library": self._inference_library,
                    "sampler": str(self.sampler), "y_mean": self.y_mean_,
                    "y_scale": self.y_scale_},
             landmarks=self._landmark_coords(),
+            obs=getattr(self, "train_index_", None), var_attrs=diagnostics.EPS_ATTRS,
         )  # fmt: skip
 
 

@@ -473,15 +473,16 @@ def _from_tree(tree) -> tuple[dict, dict]:
     if state.get("run_report") is not None:  # absent from files written before it was kept
         fitted["run_report_"] = RunReport(**state["run_report"])
     if state.get("estimator", CLASSIFIER) == REGRESSOR:
-        from bayesmkl.posterior.regression import unsqueeze_posterior
-
-        fitted["posterior"] = unsqueeze_posterior(fitted["posterior"])
+        # eps_standardised: the sampler's draws (the tree's eps is in units of y)
+        fitted["posterior"] = diagnostics.regression_posterior_from_tree(fitted["posterior"])
         fitted.update(y_mean=float(state["y_mean"]), y_scale=float(state["y_scale"]),
                       kappa_=float(state["kappa"]),
                       log_likelihood_=np.asarray(tree["log_likelihood"]["y"].values))  # fmt: skip
     else:
         fitted.update(classes=_labels_from_json(state["classes"]),
                       **_calibrator_from_json(state.get("calibrator"), tree))  # fmt: skip
+    # the training rows' labels (0 … N−1 in files saved before DataFrame indices were kept)
+    fitted["train_index_"] = np.asarray(tree["observed_data"]["obs"].values)
     if state["n_features_in"] is not None:
         fitted["n_features_in_"] = int(state["n_features_in"])
     if state["feature_names_in"] is not None:

@@ -6,9 +6,12 @@ import math
 
 import numpy as np
 
+from bayesmkl.exceptions import FitMemoryError
+
 __all__ = [
     "MEMORY_LIMIT_ENV",
     "PSD_RTOL",
+    "FitMemoryError",
     "KernelMemoryError",
     "NotFittedError",
     "check_X",
@@ -17,6 +20,8 @@ __all__ = [
     "spec_columns",
     "check_gram",
     "check_kernel_memory",
+    "check_memory",
+    "check_precomputed_memory",
     "check_poly_offset",
     "check_psd",
     "check_spec_features",
@@ -94,6 +99,21 @@ def _address_space_room() -> float | None:
     return max(float(soft) - used, 0.0)
 
 
+def check_memory(need: float, what: str, hints, error=KernelMemoryError) -> int:
+    """Raise ``error`` (:class:`KernelMemoryError` by default) when ``need`` bytes exceed
+    :func:`kernel_memory_limit`; the message says ``what`` needs how much, the limit, where it
+    comes from, and ``hints`` (what to change). Returns ``need`` (an int) otherwise."""
+    need = int(need)
+    limit = kernel_memory_limit()
+    if limit is not None and need > limit:
+        raise error(
+            f"{what} needs {need / 2**30:.3g} GiB but only {limit / 2**30:.3g} GiB are available "
+            f"(free memory, or the room left under ulimit -v; set {MEMORY_LIMIT_ENV} to change "
+            "the limit); use " + ", ".join(hints)
+        )
+    return need
+
+
 def check_kernel_memory(P: int, M: int, N: int, dtype, what: str = "kernel tensor") -> int:
     """Raise :class:`KernelMemoryError` when ``P × M × N`` entries of ``dtype`` exceed the limit.
 
@@ -101,22 +121,83 @@ def check_kernel_memory(P: int, M: int, N: int, dtype, what: str = "kernel tenso
     """
     itemsize = np.dtype(dtype).itemsize
     need = int(P) * int(M) * int(N) * itemsize
-    limit = kernel_memory_limit()
-    if limit is not None and need > limit:
+    hints = []
+    if itemsize > 4:
         gib = need / 2**30
-        hints = []
-        if itemsize > 4:
-            hints.append(f"kernel_dtype='float32' (CLI: --kernel-dtype float32; {gib / 2:.3g} GiB)")
-        hints.append("fewer kernels (e.g. 'bsvm16' instead of 'simplemkl', 13·(d+1) kernels)")
-        hints.append("fewer rows, or a feature view")
-        hints.append("a landmark fit (the estimators' n_landmarks=M: P × N × M entries)")
-        raise KernelMemoryError(
-            f"the {what} ({P} kernels × {M} × {N}, {np.dtype(dtype).name}) needs "
-            f"{gib:.3g} GiB but only {limit / 2**30:.3g} GiB are available (free memory, "
-            f"or the room left under ulimit -v; set {MEMORY_LIMIT_ENV} to change the limit); "
-            "use " + ", ".join(hints)
-        )
-    return need
+        hints.append(f"kernel_dtype='float32' (CLI: --kernel-dtype float32; {gib / 2:.3g} GiB)")
+    hints.append("fewer kernels (e.g. 'bsvm16' instead of 'simplemkl', 13·(d+1) kernels)")
+    hints.append("fewer rows, or a feature view")
+    hints.append("a landmark fit (the estimators' n_landmarks=M: P × N × M entries)")
+    return check_memory(
+        need, f"the {what} ({P} kernels × {M} × {N}, {np.dtype(dtype).name})", hints
+    )
+
+
+#: Gram matrices of float64 temporaries that the checks of one precomputed kernel hold at once
+#: (:func:`check_gram`: abs(K), K − Kᵀ; :func:`check_psd`: the symmetrised copy and its
+#: Cholesky factor, or the eigenvalue solver's workspace).
+PRECOMPUTED_CHECK_COPIES = 3
+
+
+def _stack_shape(K) -> tuple[tuple, np.dtype] | None:
+    """``(shape, dtype)`` of a precomputed kernel input (an array, a broadcast view, or a list
+    of matrices) read without converting it; ``None`` where it cannot be read so."""
+    if isinstance(K, (list, tuple)):
+        if len(K) == 0:
+            return None
+        first = K[0]
+        shape = getattr(first, "shape", None)
+        if shape is None:  # nested Python lists: one matrix converted to read its shape
+            shape = np.shape(first)
+        return (len(K),) + tuple(shape), np.dtype(getattr(first, "dtype", np.float64))
+    shape = getattr(K, "shape", None)
+    dtype = getattr(K, "dtype", None)
+    if shape is None:
+        return None
+    try:
+        dtype = np.dtype(dtype) if dtype is not None else np.dtype(np.float64)
+    except TypeError:  # a DataFrame's dtypes, an extension dtype: converted to float64
+        dtype = np.dtype(np.float64)
+    return tuple(int(d) for d in shape), dtype
+
+
+def check_precomputed_memory(K, what: str = "precomputed kernel stack", *, training=True):
+    """Refuse (:class:`KernelMemoryError`), before anything converts or checks it, a precomputed
+    kernel input whose handling would not fit in memory.
+
+    Counted for training kernels ``(P, N, N)``: the stack the fit works on (float32 kept,
+    anything else float64; a list is stacked, a broadcast view or an integer array copied, and
+    the sampler takes its own copy) plus :data:`PRECOMPUTED_CHECK_COPIES` float64 ``N × N``
+    temporaries of the finiteness, symmetry and PSD checks of one kernel. For test kernels
+    ``(P, M, N)`` (``training=False``): a float64 copy unless the input already is a float32
+    or float64 array, and the finiteness mask (one byte an entry). Shapes it cannot read (not
+    2-D or 3-D) are left to the shape checks. Returns the bytes counted.
+    """
+    info = _stack_shape(K)
+    if info is None:
+        return 0
+    shape, dtype = info
+    if len(shape) == 2:
+        shape = (1,) + shape
+    if len(shape) != 3:
+        return 0
+    P, M, N = shape
+    entries = P * M * N
+    itemsize = 4 if dtype == np.float32 else 8
+    if training:
+        need = entries * itemsize + PRECOMPUTED_CHECK_COPIES * N * N * 8
+        extra = " with the checks' temporaries"
+    else:
+        as_is = isinstance(K, np.ndarray) and dtype in (np.float32, np.float64)
+        need = (0 if as_is else entries * itemsize) + entries  # a copy, the finiteness mask
+        extra = ""
+    gib = entries * itemsize / 2**30
+    hints = []
+    if itemsize > 4:
+        hints.append(f"float32 kernels (the stack: {gib / 2:.3g} GiB instead of {gib:.3g})")
+    hints += ["fewer kernels", "fewer rows"]
+    name = "float32" if itemsize == 4 else "float64"
+    return check_memory(need, f"the {what} ({P} kernels × {M} × {N}, {name}{extra})", hints)
 
 
 class NotFittedError(ValueError):

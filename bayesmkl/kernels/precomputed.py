@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bayesmkl.kernels._checks import PSD_RTOL, check_gram, check_psd
+from bayesmkl.kernels._checks import PSD_RTOL, check_gram, check_precomputed_memory, check_psd
 
 __all__ = ["PSD_RTOL", "validate_landmark_block", "validate_precomputed"]
 
@@ -37,12 +37,17 @@ def validate_precomputed(
 
     Raises
     ------
+    KernelMemoryError
+        Before anything is converted, when the stack and the checks' temporaries would not fit
+        in memory (:func:`~bayesmkl.kernels._checks.check_precomputed_memory`; a broadcast view
+        counts as the array it stands for).
     ValueError
         If a matrix is not square, the matrices differ in size, an entry is NaN/inf, a
         kernel is not symmetric within ``1e-6 * max|K_m|`` (the message gives the kernel index
         and the largest asymmetry), or a kernel is indefinite beyond ``psd_rtol`` (the message
         gives its smallest and largest eigenvalues).
     """
+    check_precomputed_memory(K)
     if isinstance(K, (list, tuple)):
         if len(K) == 0:
             raise ValueError("the list of precomputed kernels is empty")

@@ -21,6 +21,26 @@ that ends in ``NOT CONVERGED (max R-hat 1.87)`` (or ``LOW ESS (min bulk ESS 35 <
 classifier the targets are its ``rhat_target`` and ``ess_target`` and its ``run_report_``
 counts too (it also monitors the decision values); for bare draws R-hat ≤ 1.01 and bulk ESS ≥
 100 per chain (Vehtari et al. 2021).
+
+Why these figures are not drawn by ``arviz_plots`` (issue 46 asked for it where it already draws
+the figure). ``arviz_plots`` 1.3 (the pinned ``arviz`` 1.x) has a forest plot
+(``plot_forest``) and a trace plot (``plot_trace_dist``) of the kernel weights, and both run on
+the estimators' DataTree::
+
+    import arviz_plots as azp
+    azp.plot_forest(clf.to_datatree(), var_names=["w"])
+    azp.plot_trace_dist(clf.to_datatree(), var_names=["w"])
+
+but none of its functions takes axes to draw into: each builds a ``PlotCollection`` whose figure
+it makes itself (``PlotCollection.grid``/``wrap`` call the backend's ``create_plotting_grid``),
+and handing it existing axes means writing the collection's internal ``viz`` tree by hand, which
+is not a documented interface. Every figure here must draw into the axes it is given (``ax=``,
+for figures of several panels and for the command line's ``demo`` report), so drawing them with
+``arviz_plots`` would lose ``ax=``. They also show what the ``arviz_plots`` figures do not: the
+top-k kernels only (P is 16 to hundreds), each weight's R-hat and ESS beside it, and the mark of
+an unconverged run judged by the fit's own targets. The reliability diagram and the sample
+weights have no ``arviz_plots`` counterpart (its ``plot_ppc_pava`` draws a calibration curve
+from ``to_datatree(posterior_predictive=True)``, without the Wilson intervals and binning here).
 """
 
 from __future__ import annotations

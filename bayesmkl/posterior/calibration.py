@@ -330,7 +330,7 @@ def fit_calibrator(
 
 
 def crossfit_decision_draws(
-    estimator, K, y, *, n_folds: int, seed: int, sample_weight=None, deadline=None
+    estimator, K, y, *, n_folds: int, seed: int, sample_weight=None, deadline=None, already=()
 ):
     """Out-of-fold decision draws of every training point by K-fold refits.
 
@@ -360,6 +360,10 @@ def crossfit_decision_draws(
         its slice, with ``class_weight=None`` so that class weights are not applied twice.
     deadline : float, optional
         :func:`time.perf_counter` reading by which the refits must end.
+    already : tuple of warning classes, optional
+        Classes the main fit has already warned with: the refits' warnings of these classes
+        are not re-raised (a fixed-length fit that did not converge warns once, not once
+        more for its refits, which run as many sweeps).
 
     Returns
     -------
@@ -424,7 +428,8 @@ def crossfit_decision_draws(
                 sub.fit(K[:, tr][:, :, tr], y[tr], sample_weight=sw)
                 F = sub.decision_draws(K[:, va][:, :, tr])
         for w in rec:
-            caught.setdefault(w.category, {}).setdefault(str(w.message), []).append(fold)
+            if not issubclass(w.category, tuple(already)):
+                caught.setdefault(w.category, {}).setdefault(str(w.message), []).append(fold)
         draws.append(np.asarray(F, dtype=float))
         index.append(np.asarray(va))
     _rewarn(caught, k)

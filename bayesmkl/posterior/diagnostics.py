@@ -25,8 +25,14 @@ predictions               ``proba``               (chain, draw, obs, class)  (on
 ========================  ======================  ==========================================
 
 A regression's tree (``classes=None``) has no ``class`` dimension: its ``a``, ``lam_plus``,
-``lam_minus``, ``nu``, ``varsigma`` are ``(chain, draw, obs)``, ``b``, ``c`` and ``eps``
-``(chain, draw)`` (all on the standardised scale), and ``observed_data.y`` holds the targets.
+``lam_minus``, ``nu``, ``varsigma`` are ``(chain, draw, obs)``, ``b``, ``c``, ``eps`` and
+``eps_standardised`` ``(chain, draw)``, and ``observed_data.y`` holds the targets. All are on
+the standardised scale of y (root attributes ``y_mean``, ``y_scale``) except ``eps``, the tube's
+half-width in units of y, whose posterior mean is ``epsilon_``; ``eps_standardised`` holds the
+sampler's draws of it (each variable's attribute ``description`` says which).
+
+The ``obs`` coordinate labels the training rows: the index of a pandas ``DataFrame`` passed to
+``fit`` (``train_index_``), else 0 … N−1.
 
 ``lp`` is ``-potential_energy`` of the augmented model (the log joint up to a constant).
 
@@ -83,6 +89,10 @@ __all__ = [
     "classifier_labels",
     "loo",
     "loo_problem",
+    "obs_coordinate",
+    "regression_posterior_from_tree",
+    "regression_tree_posterior",
+    "row_labels",
     "sample_stats_to_arviz",
     "unsqueeze_posterior",
 ]
@@ -206,6 +216,8 @@ def build_datatree(
     log_likelihood=None,
     attrs: dict | None = None,
     landmarks=None,
+    obs=None,
+    var_attrs: dict | None = None,
 ) -> xr.DataTree:
     """Build the ArviZ ``DataTree`` of a BM3KL fit, classifier or regressor.
 
@@ -236,6 +248,11 @@ def build_datatree(
         A landmark fit's ``landmark`` coordinate (docs/math.md §16; the landmarks' training
         rows): ``a``, ``nu``, ``varsigma`` then have the dimension ``landmark`` in place of
         ``obs``, which stays the N training points of ``lam`` and ``y``.
+    obs : array (N,), optional
+        Coordinate of the ``obs`` dimension: the labels of the training rows (the index of a
+        pandas ``DataFrame``; labels netCDF cannot hold become strings). Default 0 … N−1.
+    var_attrs : dict of str → dict, optional
+        Attributes of posterior variables (e.g. the scale a variable is on).
 
     Returns
     -------
@@ -248,7 +265,7 @@ def build_datatree(
         posterior = {k: v[:, :, 0] if k in SQUEEZED else v for k, v in posterior.items()}
         site_dims = {k: [d for d in v if d != CLASS_DIM] for k, v in POSTERIOR_DIMS.items()}
         N = len(y) if y is not None else 0
-        coords = {"kernel": [str(n) for n in kernel_names], "obs": np.arange(N)}
+        coords = {"kernel": [str(n) for n in kernel_names], "obs": obs_coordinate(obs, N)}
     else:
         site_dims = POSTERIOR_DIMS
         C = (
@@ -260,13 +277,15 @@ def build_datatree(
         coords = {
             "kernel": [str(n) for n in kernel_names],
             CLASS_DIM: classifier_labels(classes, C),
-            "obs": np.arange(N),
+            "obs": obs_coordinate(obs, N),
         }
     if landmarks is not None:
         coords["landmark"] = np.asarray(landmarks)
         if classes is not None:  # obs counts the training points, not the landmarks
             n_obs = len(y) if y is not None else 0
-            coords["obs"] = np.arange(posterior["lam"].shape[3] if "lam" in posterior else n_obs)
+            coords["obs"] = obs_coordinate(
+                obs, posterior["lam"].shape[3] if "lam" in posterior else n_obs
+            )
         site_dims = {k: ["landmark" if (d == "obs" and k in LANDMARK_SITES) else d for d in v]
                      for k, v in site_dims.items()}  # fmt: skip
     dims = {k: v for k, v in site_dims.items() if k in posterior}
@@ -287,7 +306,68 @@ def build_datatree(
             group_attrs["log_likelihood"] = {"psis_loo": problem}
     if attrs:
         group_attrs["/"] = dict(attrs)
-    return from_dict(data, coords=coords, dims=dims, attrs=group_attrs, check_conventions=False)
+    tree = from_dict(data, coords=coords, dims=dims, attrs=group_attrs, check_conventions=False)
+    for name, var in (var_attrs or {}).items():
+        tree["posterior"][name].attrs.update(var)
+    return tree
+
+
+#: The attributes of a regression tree's ``eps`` and ``eps_standardised``
+#: (:func:`regression_tree_posterior`).
+EPS_ATTRS = {
+    "eps": {
+        "description": "half-width of the epsilon-insensitive tube in units of y "
+        "(eps_standardised * y_scale); its posterior mean is BM3KLRegressor.epsilon_",
+    },
+    "eps_standardised": {
+        "description": "the sampler's draws of the tube's half-width, on the standardised scale "
+        "of y (y - y_mean) / y_scale, like a, b and c",
+    },
+}
+
+
+def regression_tree_posterior(posterior: dict, y_scale: float) -> dict:
+    """A regressor's draws as its DataTree holds them: ``eps`` in units of y (what ``epsilon_``
+    averages) and the sampler's standardised draws as ``eps_standardised``, which
+    :func:`regression_posterior_from_tree` reads back bit for bit (the other sites unchanged,
+    on the standardised scale)."""
+    out = {k: v for k, v in posterior.items() if k != "eps"}
+    if "eps" in posterior:
+        eps = np.asarray(posterior["eps"])
+        out["eps"] = eps * float(y_scale)
+        out["eps_standardised"] = eps
+    return out
+
+
+def regression_posterior_from_tree(posterior: dict) -> dict:
+    """Inverse of :func:`regression_tree_posterior` and of the tree's layout
+    (:func:`unsqueeze_posterior`): the draws as ``BM3KLRegressor.posterior_`` holds them. A tree
+    without ``eps_standardised`` (files saved before it existed) holds ``eps`` standardised."""
+    posterior = dict(posterior)
+    if "eps_standardised" in posterior:
+        posterior["eps"] = posterior.pop("eps_standardised")
+    return unsqueeze_posterior(posterior)
+
+
+def obs_coordinate(obs, n: int) -> np.ndarray:
+    """The ``obs`` coordinate of ``n`` training rows: ``obs`` as netCDF can hold it (numbers and
+    booleans as they are, other labels, e.g. dates or tuples of a ``MultiIndex``, as strings),
+    or 0 … n−1 when ``obs`` is ``None``."""
+    if obs is None:
+        return np.arange(n)
+    obs = _storable(np.asarray(obs).reshape(-1))
+    if obs.shape != (n,):
+        raise ValueError(f"got {obs.size} obs labels for {n} training rows")
+    return obs
+
+
+def row_labels(X, n: int) -> np.ndarray:
+    """The labels of the ``n`` rows of ``X``: a pandas ``DataFrame``'s (or ``Series``'s) index
+    (:func:`obs_coordinate`), else 0 … n−1 (arrays, lists, precomputed kernel stacks)."""
+    index = getattr(X, "index", None)
+    if index is None or not hasattr(X, "iloc") or len(index) != n:
+        return np.arange(n)
+    return obs_coordinate(np.asarray(index), n)
 
 
 def unsqueeze_posterior(posterior: dict) -> dict:
@@ -407,7 +487,7 @@ def loo(tree: xr.DataTree, **kwargs):
     return result
 
 
-def add_predictions(tree: xr.DataTree, proba, classes) -> xr.DataTree:
+def add_predictions(tree: xr.DataTree, proba, classes, obs=None) -> xr.DataTree:
     """Return a copy of ``tree`` with a ``predictions`` group of per-draw probabilities.
 
     Parameters
@@ -417,6 +497,8 @@ def add_predictions(tree: xr.DataTree, proba, classes) -> xr.DataTree:
         Per-draw predictive probabilities of M new points (each row sums to 1).
     classes : array (K,)
         Class labels (coordinate ``class``, of the labels' type).
+    obs : array (M,), optional
+        Labels of the new rows (:func:`obs_coordinate`; default 0 … M−1).
 
     Returns
     -------
@@ -429,7 +511,7 @@ def add_predictions(tree: xr.DataTree, proba, classes) -> xr.DataTree:
         coords={
             "chain": np.arange(chains),
             "draw": np.arange(draws),
-            "obs": np.arange(M),
+            "obs": obs_coordinate(obs, M),
             CLASS_DIM: _storable(np.asarray(classes)),
         },
     )
@@ -473,7 +555,8 @@ def add_posterior_predictive(
     cdf = np.cumsum(proba, axis=-1)
     u = rng.uniform(size=(chains, draws, N, 1)) * cdf[..., -1:]  # rows sum to 1 up to rounding
     codes = np.minimum(np.sum(cdf <= u, axis=-1), K - 1)  # inverse-CDF draw
-    coords = {"chain": np.arange(chains), "draw": np.arange(draws), "obs": np.arange(N)}
+    obs = _tree_obs(tree, N)
+    coords = {"chain": np.arange(chains), "draw": np.arange(draws), "obs": obs}
     out = tree.copy()
     out["posterior_predictive"] = xr.DataTree(
         xr.Dataset({"y": (("chain", "draw", "obs"), labels[codes])}, coords=coords)
@@ -482,10 +565,19 @@ def add_posterior_predictive(
         y = _storable(np.asarray(y))
         if y.shape != (N,):
             raise ValueError(f"y has shape {y.shape}; expected ({N},) like the probabilities")
-        out["observed_data"] = xr.DataTree(
-            xr.Dataset({"y": (("obs",), y)}, coords={"obs": np.arange(N)})
-        )
+        out["observed_data"] = xr.DataTree(xr.Dataset({"y": (("obs",), y)}, coords={"obs": obs}))
     return out
+
+
+def _tree_obs(tree: xr.DataTree, n: int) -> np.ndarray:
+    """The ``obs`` coordinate of ``tree`` (the training rows' labels) when it has ``n`` of them,
+    else 0 … n−1."""
+    for group in ("observed_data", "posterior"):
+        if group in tree.children and "obs" in tree[group].coords:
+            obs = np.asarray(tree[group].coords["obs"].values)
+            if obs.shape == (n,):
+                return obs
+    return np.arange(n)
 
 
 def _storable(y: np.ndarray) -> np.ndarray:

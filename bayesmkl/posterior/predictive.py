@@ -15,9 +15,12 @@ import jax.numpy as jnp
 from bayesmkl.config import with_x64
 from bayesmkl.model.likelihood import psi
 
+#: Draws whose decision values :func:`draw_decision_values` computes at once.
+DECISION_BATCH = 64
+
 
 @with_x64
-def draw_decision_values(w, a, b, K_test, *, batch_size: int = 64):
+def draw_decision_values(w, a, b, K_test, *, batch_size: int = DECISION_BATCH):
     """Per-draw decision values.
 
     Parameters

@@ -95,11 +95,12 @@ def noise_var_draws(posterior: dict) -> np.ndarray:
     return np.asarray(noise_variance(*noise_draws(posterior)))
 
 
-def function_values(posterior: dict, K) -> np.ndarray:
+def function_values(posterior: dict, K, block=None) -> np.ndarray:
     """Standardised function draws ``(S, M)`` at kernel rows ``K: (P, M, N)`` (refused,
-    ``NonFinitePredictionError``, where not finite)."""
+    ``NonFinitePredictionError``, where not finite; ``block``: the slice of test rows that
+    ``K`` holds, for the message of :func:`~bayesmkl.posterior.checks.check_predictions`)."""
     F = np.asarray(posterior_decision_values(posterior, K))[..., 0]
-    return check_predictions(F, "function values", posterior=posterior)
+    return check_predictions(F, "function values", posterior=posterior, block=block)
 
 
 def target_log_likelihood(F, posterior: dict, y, y_mean: float, y_scale: float) -> np.ndarray:

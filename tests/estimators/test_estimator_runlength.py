@@ -164,3 +164,38 @@ def test_predictions_of_a_fit_stopped_in_warm_up_warn_at_the_caller():
         with pytest.warns(ConvergenceWarning):  # unconverged, but not a warm-up-only fit
             ok.fit(X[:80], y[:80])
         ok.predict_proba(X[80:85])  # no warning
+
+
+def test_each_fixed_length_fit_warns_once_and_a_filter_silences_cross_validation():
+    """Issue 46: a fixed-``num_samples`` fit that does not converge warns once (with
+    cross-fitted calibration its refits, which run as many sweeps, are not warned about again:
+    they were, a second ``ConvergenceWarning`` per fit), so a ``cross_val_score`` over it gives
+    one ``ConvergenceWarning`` per fold, and scikit-learn's usual filter for that class silences
+    them all."""
+    from sklearn.model_selection import StratifiedKFold, cross_val_score
+
+    from bayesmkl import BM3KLRegressor
+
+    X, y, _ = load_demo()
+    idx = np.random.default_rng(2).permutation(len(y))[:32]
+    X, y = X[idx, :3], y[idx]
+    cv = StratifiedKFold(2, shuffle=True, random_state=0)
+    run = dict(num_warmup=10, num_samples=10, random_state=0, progress_bar=False)
+    clf = BM3KLClassifier(kernels="simplemkl", calibration=2, **run)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cross_val_score(clf, X, y, cv=cv)
+    conv = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert len(conv) == 2, [str(w.message)[:80] for w in conv]  # one per fold's fit
+    assert all("fixed num_samples after 10 sweeps" in str(w.message) for w in conv)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        cross_val_score(clf.set_params(calibration=None), X, y, cv=cv)
+    assert not caught, [f"{w.category.__name__}: {str(w.message)[:80]}" for w in caught]
+
+    reg = BM3KLRegressor(kernels="simplemkl", **run)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        reg.fit(X, y.astype(float) + X[:, 0])
+    assert sum(issubclass(w.category, ConvergenceWarning) for w in caught) == 1

@@ -285,3 +285,25 @@ def test_long_kernel_names_are_wrapped_in_titles_and_labels(w):
     assert all(
         max(len(s) for s in t.get_text().splitlines()) <= 40 for t in fig.axes[0].get_yticklabels()
     )
+
+
+def test_arviz_plots_draws_the_kernel_weights_of_the_datatree(w):
+    """The module docstring points to arviz_plots' forest and trace plots of the DataTree's w
+    (which make their own figure: no ``ax=``, hence not used by bayesmkl.plots)."""
+    import inspect
+
+    import arviz_plots as azp
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from bayesmkl.posterior.diagnostics import build_datatree
+
+    stats = {"diverging": np.zeros(w.shape[:2], dtype=bool)}
+    tree = build_datatree({"w": w}, stats, kernel_names=NAMES)
+    for plot in (azp.plot_forest, azp.plot_trace_dist):
+        assert "ax" not in inspect.signature(plot).parameters
+        pc = plot(tree, var_names=["w"], backend="matplotlib")
+        assert pc.viz["figure"].item().axes  # drew into a figure of its own
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
