@@ -273,7 +273,9 @@ def build_datatree(
             if "a" in posterior
             else (posterior["b"].shape[2] if "b" in posterior else 1)
         )
-        N = posterior["a"].shape[3] if "a" in posterior else (len(y) if y is not None else 0)
+        # the training points (a landmark fit's a has M columns, its lam N)
+        site = "a" if landmarks is None else "lam"
+        N = posterior[site].shape[3] if site in posterior else (len(y) if y is not None else 0)
         coords = {
             "kernel": [str(n) for n in kernel_names],
             CLASS_DIM: classifier_labels(classes, C),
@@ -281,11 +283,6 @@ def build_datatree(
         }
     if landmarks is not None:
         coords["landmark"] = np.asarray(landmarks)
-        if classes is not None:  # obs counts the training points, not the landmarks
-            n_obs = len(y) if y is not None else 0
-            coords["obs"] = obs_coordinate(
-                obs, posterior["lam"].shape[3] if "lam" in posterior else n_obs
-            )
         site_dims = {k: ["landmark" if (d == "obs" and k in LANDMARK_SITES) else d for d in v]
                      for k, v in site_dims.items()}  # fmt: skip
     dims = {k: v for k, v in site_dims.items() if k in posterior}
