@@ -287,6 +287,12 @@ class BM3KLBase(BaseEstimator):
         """
         self.kernel_input_ = kernel_input
         self.kernel_names_ = list(kernel_input.names)
+        for attr in ("landmarks_", "landmark_indices_"):  # a landmark fit's only
+            self.__dict__.pop(attr, None)
+        if kernel_input.n_landmarks is not None:
+            pool = kernel_input.pool
+            self.landmark_indices_ = None if pool is None else np.asarray(pool.landmarks_)
+            self.landmarks_ = None if pool is None else pool.landmark_points()
         self.y_train_ = np.asarray(y_train)
         self.posterior_ = {k: np.asarray(v) for k, v in posterior.items()}
         self.sample_stats_ = {k: np.asarray(v) for k, v in sample_stats.items()}
@@ -317,7 +323,7 @@ class BM3KLBase(BaseEstimator):
         the weighted kernels of a batch of draws (``DECISION_BATCH × N``, in the storage dtype
         and float64), and :data:`~bayesmkl.estimators._memory.PREDICTION_COPIES` arrays of
         draws × :meth:`_prediction_width` values."""
-        P, N = self.kernel_input_.n_kernels, self.kernel_input_.n_train
+        P, N = self.kernel_input_.n_kernels, self.kernel_input_.n_columns  # landmarks: M
         S = int(np.prod(self.posterior_["w"].shape[:2]))
         values = PREDICTION_COPIES * S * self._prediction_width()
         return 8.0 * (P * N + 2 * DECISION_BATCH * N + values)
@@ -358,6 +364,15 @@ class BM3KLBase(BaseEstimator):
             return Kt, self.kernel_input_.far_rows(Kt)
         Xv = validate_data(self, X, dtype=np.float64, reset=False)
         return Xv, self.kernel_input_.far_rows(Xv)
+
+    def _landmark_coords(self):
+        """The DataTree's ``landmark`` coordinate of a landmark fit (the landmarks' training
+        rows, or 0..M−1 for precomputed blocks), ``None`` for the exact model."""
+        kin = self.kernel_input_
+        if kin.n_landmarks is None:
+            return None
+        idx = getattr(self, "landmark_indices_", None)
+        return np.arange(kin.n_landmarks) if idx is None else np.asarray(idx)
 
     def _flat_draws(self):
         """``w (S, P), a (S, C, N), b (S, C)`` with chains and draws merged (S = chains·draws)."""

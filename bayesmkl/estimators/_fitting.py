@@ -35,11 +35,13 @@ __all__ = [
     "EXTRA_FIELDS",
     "RUN_CHUNK",
     "centres_pool",
+    "check_landmark_params",
     "check_run_length",
     "enable_compilation_cache",
     "make_rng_key",
     "describe_quantity",
     "drop_corrupt_cache_entries",
+    "landmark_rows",
     "unsafe_cache_dir",
     "resolve_hyper",
     "unconverged_message",
@@ -326,14 +328,24 @@ def check_kernel_list_shapes(X, what: str = "precomputed kernels") -> None:
         )
 
 
-def check_precomputed_stack(X):
-    """``X`` as a checked kernel stack ``(P, N, N)`` for ``kernels="precomputed"``; refused
+def check_precomputed_stack(X, n_landmarks=None):
+    """``X`` as a checked kernel stack ``(P, N, N)`` for ``kernels="precomputed"`` (with
+    ``n_landmarks=M``: the landmark block ``(P, N, M)``, docs/math.md §16); refused
     (``KernelMemoryError``) before any conversion when its handling would not fit in memory."""
     check_kernel_list_shapes(X)
     check_precomputed_memory(X)
     Xk = check_array(
         X, allow_nd=True, ensure_2d=False, dtype=(np.float64, np.float32), input_name="K"
     )
+    if n_landmarks is not None:
+        if Xk.ndim != 3 or Xk.shape[2] != int(n_landmarks):
+            raise ValueError(
+                f"with kernels='precomputed' and n_landmarks={n_landmarks}, fit expects the "
+                "kernels between the training points and the landmarks, shape (P, N, "
+                f"{n_landmarks}); got shape {Xk.shape}. The estimator cannot choose landmarks "
+                "among precomputed kernels: compute K(X, Z) for landmarks Z of your choice"
+            )
+        return Xk
     if Xk.ndim != 3 or Xk.shape[1] != Xk.shape[2]:
         raise ValueError(
             "with kernels='precomputed', fit expects a kernel stack of shape (P, N, N); "
@@ -342,14 +354,56 @@ def check_precomputed_stack(X):
     return Xk
 
 
-def fit_kernel_input(est, Xk, *, center=False):
+def fit_kernel_input(est, Xk, *, center=False, codes=None):
     """``(KernelInput, K (P, N, N))`` of ``est``'s kernels on validated input ``Xk``
-    (``center``: centre a named pool)."""
+    (``center``: centre a named pool). With ``est.n_landmarks`` set, the landmark model's
+    ``K (P, N, M)`` (docs/math.md §16): a pool's kernels between the training points and the
+    landmarks that :func:`landmark_rows` picks (``codes``: class codes for
+    ``landmark_method="stratified"``), or a precomputed block ``(P, N, M)`` as given."""
     dtype = None if est.kernel_dtype is None else str(np.dtype(est.kernel_dtype))
+    landmarks, n_landmarks = None, getattr(est, "n_landmarks", None)
+    precomputed = isinstance(est.kernels, str) and est.kernels == "precomputed"
+    if n_landmarks is not None and not precomputed:
+        landmarks = landmark_rows(est, Xk, codes)
     return KernelInput.fit(
         est.kernels, Xk, dtype=dtype, kernel_names=est.kernel_names,
         feature_names=getattr(est, "feature_names_in_", None), center=center,
+        landmarks=landmarks, n_landmarks=n_landmarks if precomputed else None,
     )  # fmt: skip
+
+
+def check_landmark_params(est) -> None:
+    """Refuse settings the landmark model does not support (``ValueError``):
+    ``nu_update="collapsed"`` (whose exact block is the square model's)."""
+    if getattr(est, "n_landmarks", None) is None:
+        return
+    if getattr(est, "nu_update", "gibbs") == "collapsed":
+        raise ValueError(
+            "nu_update='collapsed' is for the exact model only; a landmark fit "
+            f"(n_landmarks={est.n_landmarks}) updates nu by Gibbs: use nu_update='gibbs'"
+        )
+
+
+def landmark_rows(est, Xk, codes=None) -> np.ndarray:
+    """The training rows ``(M,)`` that are the landmarks of ``est``'s fit
+    (:func:`bayesmkl.kernels.landmarks.choose_landmarks` with ``est.landmark_method``, seeded by
+    ``est.random_state``; a ``warm_start`` fit keeps the previous fit's landmarks, so that its
+    chains continue on the same model); ``ValueError`` when ``n_landmarks`` exceeds the N
+    training rows."""
+    from bayesmkl.kernels.landmarks import choose_landmarks, landmark_rng
+
+    N, M = Xk.shape[0], int(est.n_landmarks)
+    if M > N:
+        raise ValueError(
+            f"n_landmarks={M} exceeds the {N} training rows; use at most {N} (n_landmarks=None "
+            "fits the exact model, whose sample weights sit on every training point)"
+        )
+    prev = getattr(est, "landmark_indices_", None)
+    if getattr(est, "warm_start", False) and prev is not None and prev.size == M and prev.max() < N:
+        return prev  # a continuation keeps its chains' landmarks (even with random_state=None)
+    return choose_landmarks(
+        Xk, M, est.landmark_method, codes=codes, rng=landmark_rng(est.random_state)
+    )
 
 
 def centres_pool(est, n_classes: int) -> bool:
@@ -370,8 +424,9 @@ def centres_pool(est, n_classes: int) -> bool:
 def validate_fit_input(est, X, y):
     """Validated ``(kernel input, K (P, N, N), classes, codes, y)`` of ``est.fit``; sets
     ``est.n_features_in_`` (and the feature names) for feature input."""
+    check_landmark_params(est)
     if est.kernels == "precomputed":
-        Xk = check_precomputed_stack(X)
+        Xk = check_precomputed_stack(X, getattr(est, "n_landmarks", None))
         n = Xk.shape[1]
     else:
         Xk = validate_data(est, X, dtype=np.float64, ensure_min_samples=2)
@@ -380,8 +435,8 @@ def validate_fit_input(est, X, y):
     y = column_or_1d(y, warn=True)
     check_classification_targets(y)
     classes, codes = validate_labels(y, n)
-    kin, K = fit_kernel_input(est, Xk, center=centres_pool(est, len(classes)))
-    if est.kernels == "precomputed":
+    kin, K = fit_kernel_input(est, Xk, center=centres_pool(est, len(classes)), codes=codes)
+    if est.kernels == "precomputed" and kin.n_landmarks is None:
         check_kernel_scale(K, kin.names)
     return kin, K, classes, codes, y
 
@@ -390,7 +445,7 @@ def run_monitor(K, seed):
     """``monitor(draws) -> {"w": (chains, draws, P), "f": (chains, draws, n·C)}``: what the
     run-length rule checks. ``f`` are held-in decision values of at most
     ``MAX_MONITORED_POINTS`` training points (a subset fixed by ``seed``)."""
-    N = K.shape[-1]
+    N = K.shape[1]  # the training points (a landmark fit's columns are its landmarks)
     idx = np.arange(N)
     if N > MAX_MONITORED_POINTS:
         rng = np.random.default_rng(seed)

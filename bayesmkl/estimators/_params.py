@@ -53,6 +53,13 @@ _RHAT_TARGET = [
     Interval("real", 1, None, closed="neither", allow_inf=True, description="a number > 1")
 ]
 _KERNEL_DTYPE = [DtypeOptions("float64", "float32"), None]
+#: The landmark model (docs/math.md §16): ``None`` (exact) or M ≥ 1 landmarks (M ≤ N is checked
+#: at fit, where N is known), and the rule that picks them
+#: (:data:`bayesmkl.kernels.landmarks.LANDMARK_METHODS`).
+_LANDMARKS = {
+    "n_landmarks": [None, Interval("int", 1, None, closed="left")],
+    "landmark_method": [Options("kmeans++", "stratified")],
+}
 
 
 def _hyper(*names) -> dict:
@@ -117,6 +124,7 @@ CLASSIFIER_CONSTRAINTS = {
     "binary_mode": [Options("single", "ova")],
     "decision": [Options("proba", "mean_f")],
     "calibration": [Options("loo", "cv"), None, Interval("int", 2, None, closed="left")],
+    **_LANDMARKS,
     "kernel_dtype": _KERNEL_DTYPE,
     "random_state": NO_VALIDATION,  # make_rng_key
     "progress_bar": NO_VALIDATION,
@@ -141,6 +149,7 @@ REGRESSOR_CONSTRAINTS = {
         with_nu_update=False,
         moves=Options("collapsed_log", "collapsed", "gibbs", "exact", "rmala"),  # exact only
     ),
+    **_LANDMARKS,
     "kernel_dtype": _KERNEL_DTYPE,
     "random_state": NO_VALIDATION,
     "progress_bar": NO_VALIDATION,
@@ -152,7 +161,8 @@ REGRESSOR_CONSTRAINTS = {
 #: (:mod:`bayesmkl.estimators._resume` reads them).
 RESUME_PARAMS = {
     "posterior": ("kernels", "prior", "eta", "alpha_a", "beta_a", "kappa", "bias_prior_var",
-                  "gamma0", "binary_mode", "kernel_dtype", "class_weight"),
+                  "gamma0", "binary_mode", "kernel_dtype", "class_weight", "n_landmarks",
+                  "landmark_method"),
     "chain": ("sampler", "step_size", "n_leapfrog", "nu_update", "num_warmup", "num_chains"),
 }  # fmt: skip
 

@@ -176,6 +176,25 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         ``None``: the paper's raw rule softmax(ψ(f)) (docs/math.md §6), which is nearly 0/1 at
         γ0 = 100. Applied at prediction time: ``set_params(calibration=None)`` on a calibrated
         fit gives the raw rule without refitting.
+    n_landmarks : int or None, default=None
+        ``None``: the exact model, one sample weight per training point (the Gaussian step
+        costs O(N³) per sweep and the kernels P·N² entries). An int M (1 ≤ M ≤ N): the
+        landmark (reduced-support) model of docs/math.md §16, f(x) = Σ_j a_j K_w(x, z_j) + b
+        over M training rows z_j (``landmarks_``) chosen by ``landmark_method``; the
+        pseudo-likelihood still runs over all N points. A sweep then costs O(N·M² + M³) and the
+        kernels take P·N·M entries, so it is the setting for large N (M of a few hundred);
+        M = N with the landmarks in training order is the exact model. Prediction needs the
+        kernels against the M landmarks only. ``nu_update="collapsed"`` is refused. With
+        ``kernels="precomputed"`` the estimator cannot choose landmarks: ``fit`` then takes the
+        kernels between the training points and landmarks of your choice, ``(P, N, M)``, and
+        prediction ``(P, M_new, M)``. With ``center=True`` pools (three or more classes under
+        the default ``"bsvm16"``) the kernels are centred at the landmarks' mean.
+    landmark_method : {"kmeans++", "stratified"}, default="kmeans++"
+        How a landmark fit picks its M training rows
+        (:func:`bayesmkl.kernels.landmarks.choose_landmarks`): k-means++ seeding on the
+        standardised features (rows spread over the data), or a uniform random subset
+        stratified by class (a plain uniform subset for regression). Seeded by
+        ``random_state``.
     kernel_dtype : {"float64", "float32"} or None, default="float64"
         Storage dtype of the kernels (float32 halves memory; the sampler computes in float64).
         ``None`` keeps a user pool's own dtype.
@@ -218,7 +237,8 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         Set when ``X`` has string column names.
     posterior_ : dict of str → ndarray
         Draws with a chain axis: ``w, e: (chains, draws, P)``, ``a, lam, nu, varsigma:
-        (chains, draws, C, N)``, ``b: (chains, draws, C)``. C = 1 for two classes with
+        (chains, draws, C, N)`` (a landmark fit's ``a, nu, varsigma``: ``(chains, draws, C,
+        M)``), ``b: (chains, draws, C)``. C = 1 for two classes with
         ``binary_mode="single"``, else C = K.
     sample_stats_ : dict of str → ndarray (chains, draws)
         ``acceptance_rate``, ``diverging``, ``potential_energy``, ``step_size``.
@@ -233,6 +253,11 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         The integer seed actually used (useful when ``random_state`` is None).
     y_train_ : ndarray (N,)
         Training labels (stored in the DataTree's ``observed_data``).
+    landmarks_ : ndarray (M, d)
+        A landmark fit's landmarks in input space (the training rows ``landmark_indices_``, up
+        to rounding); set only when ``n_landmarks`` is set (``None`` with precomputed kernels).
+    landmark_indices_ : ndarray of int (M,)
+        The landmarks' training rows (``None`` with precomputed kernels).
     train_index_ : ndarray (N,)
         Labels of the training rows: the index of ``X`` when it was a pandas ``DataFrame``
         (labels netCDF cannot hold as strings), else 0 … N−1; the DataTree's ``obs``
@@ -275,8 +300,8 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         n_leapfrog=10, nu_update="gibbs", num_warmup=300, num_samples="auto", num_chains=4,
         chain_method="vectorized", rhat_target=1.01, ess_target=400, max_samples=5000,
         max_time=None, binary_mode="single", decision="proba", calibration="loo",
-        kernel_dtype="float64", random_state=None, progress_bar=True, class_weight=None,
-        kernel_names=None, warm_start=False,
+        n_landmarks=None, landmark_method="kmeans++", kernel_dtype="float64", random_state=None,
+        progress_bar=True, class_weight=None, kernel_names=None, warm_start=False,
     ):  # fmt: skip
         self.kernels = kernels
         self.prior = prior
@@ -301,6 +326,8 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         self.binary_mode = binary_mode
         self.decision = decision
         self.calibration = calibration
+        self.n_landmarks = n_landmarks
+        self.landmark_method = landmark_method
         self.kernel_dtype = kernel_dtype
         self.random_state = random_state
         self.progress_bar = progress_bar
@@ -357,7 +384,7 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
             return BM3KL(
                 *resolve_hyper(self), move=self.sampler, step_size=self.step_size,
                 n_leapfrog=int(self.n_leapfrog), nu_update=self.nu_update,
-                adapt_sweeps=int(self.num_warmup),
+                adapt_sweeps=int(self.num_warmup), landmarks=kin.n_landmarks is not None,
             )  # fmt: skip
 
         run = self._sample(
@@ -666,6 +693,7 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
             y=self.y_train_,
             log_likelihood=getattr(self, "log_likelihood_", None),
             attrs={"inference_library": self._inference_library, "sampler": str(self.sampler)},
+            landmarks=self._landmark_coords(),
             obs=getattr(self, "train_index_", None),
         )
         if not posterior_predictive:

@@ -11,6 +11,7 @@ and hands the results to ``arviz.compare``. It works with any calibration settin
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 
 import numpy as np
 from sklearn.base import clone, is_classifier
@@ -21,11 +22,14 @@ from bayesmkl.posterior.loo import kfold_elpd
 __all__ = ["compare_kfold", "kfold_elpd_of"]
 
 
-def _rows(X, idx, cols=None, precomputed: bool = False):
+def _rows(X, idx, cols=None, precomputed: bool = False, landmarks: bool = False):
     """Rows ``idx`` of ``X`` (a DataFrame, an array, or a precomputed ``(P, N, N)`` stack whose
-    columns are restricted to ``cols``, the training points)."""
+    columns are restricted to ``cols``, the training points; a landmark block ``(P, N, M)``
+    (``landmarks``, docs/math.md §16) keeps its columns, the landmarks)."""
     if precomputed:
         K = np.asarray(X)
+        if landmarks:
+            return K[:, idx]
         return K[:, idx][:, :, idx if cols is None else cols]
     if hasattr(X, "iloc"):
         return X.iloc[idx]
@@ -55,6 +59,8 @@ def kfold_elpd_of(model, X, y, *, n_folds: int = 5, random_state=0):
     y = np.asarray(y)
     classifier = is_classifier(model)
     precomputed = getattr(model, "kernels", None) == "precomputed"
+    rows = partial(_rows, precomputed=precomputed,
+                   landmarks=getattr(model, "n_landmarks", None) is not None)  # fmt: skip
     n = y.shape[0]
     if classifier:
         splitter = StratifiedKFold(n_folds, shuffle=True, random_state=random_state)
@@ -63,8 +69,8 @@ def kfold_elpd_of(model, X, y, *, n_folds: int = 5, random_state=0):
     full = clone(model).fit(X, y)
     oof = np.empty(n)
     for train, test in splitter.split(np.zeros((n, 1)), y):
-        fold = clone(model).fit(_rows(X, train, precomputed=precomputed), y[train])
-        X_test = _rows(X, test, train, precomputed=precomputed)
+        fold = clone(model).fit(rows(X, train), y[train])
+        X_test = rows(X, test, train)
         if classifier:
             col = np.searchsorted(fold.classes_, y[test])
             col = np.minimum(col, len(fold.classes_) - 1)

@@ -23,6 +23,7 @@ from bayesmkl.estimators._base import BM3KLBase, in_block, join_blocks
 from bayesmkl.estimators._fitting import (
     EXTRA_FIELDS,
     MAX_MONITORED_POINTS,
+    check_landmark_params,
     check_precomputed_stack,
     describe_quantity,
     fit_kernel_input,
@@ -124,6 +125,25 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         Wall-clock budget in seconds of the whole :meth:`fit` (kernels, compilation, warm-up
         and sampling). A run whose budget ends during warm-up keeps warm-up draws; it says so
         (``run_report_.stopped_in == "warmup"``) and its predictions warn.
+    n_landmarks : int or None, default=None
+        ``None``: the exact model, one sample weight per training point (the Gaussian step
+        costs O(N³) per sweep and the kernels P·N² entries). An int M (1 ≤ M ≤ N): the
+        landmark (reduced-support) model of docs/math.md §16, f(x) = Σ_j a_j K_w(x, z_j) + b
+        over M training rows z_j (``landmarks_``) chosen by ``landmark_method``; the
+        pseudo-likelihood still runs over all N points. A sweep then costs O(N·M² + M³) and the
+        kernels take P·N·M entries, so it is the setting for large N (M of a few hundred);
+        M = N with the landmarks in training order is the exact model. Prediction needs the
+        kernels against the M landmarks only. ``nu_update="collapsed"`` is refused. With
+        ``kernels="precomputed"`` the estimator cannot choose landmarks: ``fit`` then takes the
+        kernels between the training points and landmarks of your choice, ``(P, N, M)``, and
+        prediction ``(P, M_new, M)``. A pool with ``center=True`` is centred at the
+        landmarks' mean.
+    landmark_method : {"kmeans++", "stratified"}, default="kmeans++"
+        How a landmark fit picks its M training rows
+        (:func:`bayesmkl.kernels.landmarks.choose_landmarks`): k-means++ seeding on the
+        standardised features (rows spread over the data), or a uniform random subset
+        stratified by class (a plain uniform subset for regression). Seeded by
+        ``random_state``.
     kernel_dtype : {"float64", "float32"} or None, default="float64"
         Storage dtype of the kernels (the sampler computes in float64).
     random_state : None, int, RandomState or Generator, default=None
@@ -158,6 +178,11 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
     n_iter_ : int
     random_seed_ : int
     y_train_ : ndarray (N,)
+    landmarks_ : ndarray (M, d)
+        A landmark fit's landmarks in input space (the training rows ``landmark_indices_``, up
+        to rounding); set only when ``n_landmarks`` is set (``None`` with precomputed kernels).
+    landmark_indices_ : ndarray of int (M,)
+        The landmarks' training rows (``None`` with precomputed kernels).
     train_index_ : ndarray (N,)
         Labels of the training rows: the index of ``X`` when it was a pandas ``DataFrame``
         (labels netCDF cannot hold as strings), else 0 … N−1; the DataTree's ``obs``
@@ -186,8 +211,9 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         kappa=None, bias_prior_var=None, epsilon="auto", c_shape=2.0, c_rate=0.5,
         eps_shape=1.0, eps_rate=2.0, sampler="collapsed_log", step_size=0.01, n_leapfrog=10,
         num_warmup=300, num_samples="auto", num_chains=4, chain_method="vectorized",
-        rhat_target=1.01, ess_target=400, max_samples=5000, max_time=None,
-        kernel_dtype="float64", random_state=None, progress_bar=True, kernel_names=None,
+        rhat_target=1.01, ess_target=400, max_samples=5000, max_time=None, n_landmarks=None,
+        landmark_method="kmeans++", kernel_dtype="float64", random_state=None, progress_bar=True,
+        kernel_names=None,
     ):  # fmt: skip
         self.kernels = kernels
         self.prior = prior
@@ -212,6 +238,8 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         self.ess_target = ess_target
         self.max_samples = max_samples
         self.max_time = max_time
+        self.n_landmarks = n_landmarks
+        self.landmark_method = landmark_method
         self.kernel_dtype = kernel_dtype
         self.random_state = random_state
         self.progress_bar = progress_bar
@@ -230,8 +258,9 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
 
     def _validate_fit_input(self, X, y):
         """``(kernel input, K (P, N, N), y (N,) float64)``; refuses non-finite or constant y."""
+        check_landmark_params(self)
         if self.kernels == "precomputed":
-            Xk = check_precomputed_stack(X)
+            Xk = check_precomputed_stack(X, self.n_landmarks)
             if y is None:
                 raise ValueError("BM3KLRegressor requires y to be passed, but the target y is None")
             y = check_array(column_or_1d(y, warn=True), ensure_2d=False, dtype=np.float64,
@@ -311,7 +340,7 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
             return BM3KLReg(
                 *hyper, epsilon=eps, move=self.sampler,
                 step_size=self.step_size, n_leapfrog=int(self.n_leapfrog),
-                adapt_sweeps=int(self.num_warmup),
+                adapt_sweeps=int(self.num_warmup), landmarks=kin.n_landmarks is not None,
             )  # fmt: skip
 
         run = self._sample(make_kernel, (K, ys), K, hold=(K.shape, ys.shape, str(K.dtype),
@@ -509,6 +538,7 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
             attrs={"inference_library": self._inference_library,
                    "sampler": str(self.sampler), "y_mean": self.y_mean_,
                    "y_scale": self.y_scale_},
+            landmarks=self._landmark_coords(),
             obs=getattr(self, "train_index_", None), var_attrs=diagnostics.EPS_ATTRS,
         )  # fmt: skip
 

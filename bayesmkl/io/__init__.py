@@ -8,7 +8,8 @@ Layout (written with the ``h5netcdf`` engine; readable by ``arviz``/``xarray.ope
 * ``kernel_pool`` (absent for ``kernels="precomputed"``): the fitted pool's arrays
   ``X_fit (train_obs, feature)`` (standardised training points, needed for cross kernels),
   ``mean``/``scale`` ``(feature,)`` and, for centred pools, ``row_means (kernel, train_obs)``
-  and ``grand_means (kernel,)``;
+  and ``grand_means (kernel,)``; a landmark fit's (docs/math.md §16) ``landmarks
+  (landmark,)``, the landmarks' training rows (its ``row_means`` are ``(kernel, landmark)``);
 * root attributes ``bayesmkl_params`` (the constructor parameters, JSON),
   ``bayesmkl_state`` (the estimator's class name, kernel names, pool recipe and options, seed,
   the run report (``run_report_``: converged or not, what stopped the run, R-hat, ESS);
@@ -76,7 +77,16 @@ _POOL_ARRAYS = {
     "scale_": ("scale", ("feature",)),
     "row_means_": ("row_means", ("kernel", "train_obs")),
     "grand_means_": ("grand_means", ("kernel",)),
+    "landmarks_": ("landmarks", ("landmark",)),
 }
+
+
+def _pool_dims(attr: str, arrays: dict) -> tuple:
+    """The netCDF dimensions of the pool array ``attr``: a landmark pool's centring statistics
+    run over its landmarks, not the training points."""
+    if attr == "row_means_" and "landmarks_" in arrays:
+        return ("kernel", "landmark")
+    return _POOL_ARRAYS[attr][1]
 
 
 # ----------------------------------------------------------------------------------------
@@ -248,6 +258,7 @@ def save(clf, path) -> Path:
         "y_train": _labels_to_json(clf.y_train_),
         "kernel_names": list(clf.kernel_names_),
         "n_train": int(kin.n_train),
+        "n_landmarks": None if kin.n_landmarks is None else int(kin.n_landmarks),
         "train_scale": None if kin.train_scale is None else [float(v) for v in kin.train_scale],
         "n_features_in": getattr(clf, "n_features_in_", None),
         "feature_names_in": (
@@ -268,7 +279,7 @@ def save(clf, path) -> Path:
     if kin.pool is not None:
         meta, arrays = pool_to_state(kin.pool)
         state["pool"] = meta
-        ds = xr.Dataset({_POOL_ARRAYS[a][0]: (_POOL_ARRAYS[a][1], v) for a, v in arrays.items()})
+        ds = xr.Dataset({_POOL_ARRAYS[a][0]: (_pool_dims(a, arrays), v) for a, v in arrays.items()})
         tree["kernel_pool"] = xr.DataTree(ds)
     tree.attrs.update({
         "bayesmkl_format": FORMAT_VERSION,
@@ -443,9 +454,11 @@ def _from_tree(tree) -> tuple[dict, dict]:
                   if name in ds}  # fmt: skip
         pool = pool_from_state(state["pool"], arrays)
     scale = state.get("train_scale")  # absent from files written before it was kept
+    n_landmarks = state.get("n_landmarks")  # absent from files written before landmark fits
     kin = KernelInput(
         pool=pool, names=list(state["kernel_names"]), n_train=int(state["n_train"]),
         train_scale=None if scale is None else tuple(float(v) for v in scale),
+        n_landmarks=None if n_landmarks is None else int(n_landmarks),
     )  # fmt: skip
     fitted = dict(
         kernel_input=kin,

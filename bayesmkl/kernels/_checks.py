@@ -127,6 +127,7 @@ def check_kernel_memory(P: int, M: int, N: int, dtype, what: str = "kernel tenso
         hints.append(f"kernel_dtype='float32' (CLI: --kernel-dtype float32; {gib / 2:.3g} GiB)")
     hints.append("fewer kernels (e.g. 'bsvm16' instead of 'simplemkl', 13·(d+1) kernels)")
     hints.append("fewer rows, or a feature view")
+    hints.append("a landmark fit (the estimators' n_landmarks=M: P × N × M entries)")
     return check_memory(
         need, f"the {what} ({P} kernels × {M} × {N}, {np.dtype(dtype).name})", hints
     )

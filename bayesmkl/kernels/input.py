@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bayesmkl.kernels.pool import KernelPool, validate_precomputed
+from bayesmkl.kernels.precomputed import validate_landmark_block
 
 NAMED_POOLS = ("bsvm16", "simplemkl")
 
@@ -73,16 +74,33 @@ class KernelInput:
         One name per kernel, length P.
     n_train : int
         N, the number of training points.
+    train_scale : tuple of float or None
+        Precomputed kernels: the largest abs(diagonal) of each training kernel (for
+        :meth:`far_rows`); ``None`` with a pool, and for landmark blocks (no diagonal).
+    n_landmarks : int or None
+        M, the landmarks of a landmark fit (docs/math.md §16): the kernels' columns are the
+        landmarks, so training kernels are ``(P, N, M)`` and new rows ``(P, M_new, M)``;
+        ``None`` for the exact model.
     """
 
     pool: KernelPool | None
     names: list
     n_train: int
     train_scale: tuple | None = None
+    n_landmarks: int | None = None
 
     @classmethod
     def fit(
-        cls, kernels, X, *, dtype=None, kernel_names=None, feature_names=None, center=False
+        cls,
+        kernels,
+        X,
+        *,
+        dtype=None,
+        kernel_names=None,
+        feature_names=None,
+        center=False,
+        landmarks=None,
+        n_landmarks=None,
     ) -> tuple[KernelInput, np.ndarray]:
         """Resolve ``kernels``, build the training kernels from ``X``; return ``(input, K)``.
 
@@ -93,9 +111,21 @@ class KernelInput:
         estimator's ``feature_names_in_``, when ``X`` has become an array) or a DataFrame's
         string columns name a pool's single-column kernels, e.g. ``gauss(s=1)[age]``.
         ``center=True`` centres a named pool (:func:`resolve_kernels`).
+
+        Landmark fits (docs/math.md §16): ``landmarks`` (row indices of ``X``) makes a pool's
+        kernels ``K(X, Z)`` ``(P, N, M)`` (:meth:`KernelPool.fit`); with
+        ``kernels="precomputed"``, ``n_landmarks=M`` says that ``X`` is such a block
+        ``(P, N, M)`` already (:func:`validate_landmark_block`).
         """
         pool = resolve_kernels(kernels, center=center)
-        if pool is None:
+        if pool is None and landmarks is not None:
+            raise ValueError(
+                "with kernels='precomputed' the estimator cannot choose landmarks: pass the "
+                "kernels between the training points and your landmarks, (P, N, M)"
+            )
+        if pool is None and n_landmarks is not None:
+            K, names = validate_landmark_block(X, int(n_landmarks), kernel_names)
+        elif pool is None:
             K, names = validate_precomputed(X, kernel_names)
         elif kernel_names is not None:
             raise ValueError(
@@ -105,14 +135,18 @@ class KernelInput:
         else:
             if dtype is not None:
                 pool.dtype = dtype
-            pool.fit(X, feature_names=feature_names)
+            pool.fit(X, feature_names=feature_names, landmarks=landmarks)
             K, names = pool.train_kernels(), list(pool.names)
         if dtype is not None:
             K = K.astype(dtype, copy=False)
         scale = None
-        if pool is None:  # the largest |diagonal| per kernel; no copy of K
+        landmark = landmarks is not None or n_landmarks is not None
+        if pool is None and not landmark:  # the largest |diagonal| per kernel; no copy of K
             scale = tuple(float(v) for v in np.abs(np.einsum("pii->pi", K)).max(axis=1))
-        return cls(pool=pool, names=list(names), n_train=int(K.shape[-1]), train_scale=scale), K
+        return cls(
+            pool=pool, names=list(names), n_train=int(K.shape[1]), train_scale=scale,
+            n_landmarks=int(K.shape[2]) if landmark else None,
+        ), K  # fmt: skip
 
     @property
     def n_kernels(self) -> int:
@@ -139,15 +173,22 @@ class KernelInput:
         far = (scale > 0) & (peak > FAR_RANGE_FACTOR * scale)
         return np.flatnonzero(far.any(axis=0))
 
+    @property
+    def n_columns(self) -> int:
+        """The kernels' columns: the N training points, or the landmarks."""
+        return self.n_train if self.n_landmarks is None else self.n_landmarks
+
     def cross(self, X) -> np.ndarray:
-        """Kernel rows between new points and the training points, ``(P, M, N)``."""
+        """Kernel rows between new points and the training points (or the landmarks),
+        ``(P, M, N)``."""
         if self.pool is None:
             Kt = np.asarray(X)
-            P, N = self.n_kernels, self.n_train
+            P, N = self.n_kernels, self.n_columns
             if Kt.ndim != 3 or Kt.shape[0] != P or Kt.shape[2] != N:
+                cols = "N" if self.n_landmarks is None else "n_landmarks"
                 raise ValueError(
                     "with kernels='precomputed', new data must be a kernel stack of shape "
-                    f"(P, M, N) = ({P}, M, {N}); got shape {Kt.shape}"
+                    f"(P, M, {cols}) = ({P}, M, {N}); got shape {Kt.shape}"
                 )
             if not np.all(np.isfinite(Kt)):
                 raise ValueError("the precomputed test kernels contain NaN or inf")

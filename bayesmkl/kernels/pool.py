@@ -75,7 +75,7 @@ __all__ = [
 ]
 
 #: The fitted statistics of a pool (see :meth:`KernelPool.fit`); ``None`` where unused.
-FITTED_ARRAYS = ("X_fit_", "mean_", "scale_", "row_means_", "grand_means_")
+FITTED_ARRAYS = ("X_fit_", "mean_", "scale_", "row_means_", "grand_means_", "landmarks_")
 
 
 class KernelPool:
@@ -119,7 +119,11 @@ class KernelPool:
         The standardised training points (needed for cross kernels).
     row_means_, grand_means_ : ndarray, shapes (P, N) and (P,), or None
         Training centring statistics ``K 1/N`` and ``1^T K 1/N^2`` of the uncentred kernels
-        (only when ``center=True``).
+        (only when ``center=True``); with landmarks those of the landmarks, shapes (P, M) and
+        (P,).
+    landmarks_ : ndarray of int, shape (M,), or None
+        The training rows that are the kernels' columns (the landmarks of the landmark model,
+        docs/math.md §16), set by ``fit(X, landmarks=...)``; ``None``: every training point.
 
     Notes
     -----
@@ -338,7 +342,7 @@ class KernelPool:
         check_poly_offset(self.poly_offset)
 
     @with_x64
-    def fit(self, X, feature_names=None) -> KernelPool:
+    def fit(self, X, feature_names=None, landmarks=None) -> KernelPool:
         """Learn the training statistics from ``X``.
 
         Parameters
@@ -347,6 +351,12 @@ class KernelPool:
             Training features (finite). String column names of a DataFrame name the kernels.
         feature_names : sequence of str, optional
             Column names for an array ``X`` (used when they are d distinct strings).
+        landmarks : array of int, shape (M,), optional
+            Distinct rows of ``X`` that become the kernels' columns (the landmark model,
+            docs/math.md §16): :meth:`train_kernels` is then ``K(X, Z)`` ``(P, N, M)`` and
+            :meth:`cross_kernels` ``K(X_new, Z)``. The standardisation statistics still come
+            from all of ``X``; the centring statistics (``center=True``) from the landmarks
+            (the kernels are centred at the landmarks' mean in feature space).
 
         Returns
         -------
@@ -363,17 +373,21 @@ class KernelPool:
         names = feature_names_of(raw, d, feature_names)
         specs = [e for s in self.recipe for e in s.expand(d, names)]
         check_spec_features(specs, d)
+        if landmarks is not None:
+            landmarks = check_landmark_rows(landmarks, N)
         for attr in (*FITTED_ARRAYS, "n_features_in_", "_fit_signature"):
             self.__dict__.pop(attr, None)
         mean, sd, Xs = standardise(X) if self.standardize else (None, None, X.copy())
+        cols = Xs if landmarks is None else Xs[landmarks]
         row_means = training_row_means(
-            specs, Xs, poly_offset=float(self.poly_offset), center=bool(self.center)
+            specs, cols, poly_offset=float(self.poly_offset), center=bool(self.center)
         )
         grand = None if row_means is None else row_means.mean(axis=1)
         self.mean_, self.scale_ = mean, sd
         self.row_means_, self.grand_means_ = row_means, grand
         self.n_features_in_, self.feature_names_in_ = d, names
         self.X_fit_ = Xs
+        self.landmarks_ = landmarks
         self._fit_signature = self._signature()
         return self
 
@@ -396,6 +410,9 @@ class KernelPool:
             raise ValueError(f"unknown fitted arrays {sorted(unknown)}; known: {FITTED_ARRAYS}")
         if arrays.get("X_fit_") is None:
             raise ValueError("restore_fitted needs the standardised training points X_fit_")
+        if arrays.get("landmarks_") is not None:
+            arrays = {**arrays, "landmarks_": check_landmark_rows(
+                arrays["landmarks_"], np.shape(arrays["X_fit_"])[0])}  # fmt: skip
         for attr in FITTED_ARRAYS:
             setattr(self, attr, arrays.get(attr))
         self.n_features_in_ = int(n_features_in)
@@ -408,6 +425,28 @@ class KernelPool:
             return (X - self.mean_) / self.scale_
         return X
 
+    @property
+    def n_columns(self) -> int:
+        """The kernels' columns: N training points, or the M landmarks."""
+        self._require_fitted()
+        return int(self._columns().shape[0])
+
+    def landmark_points(self) -> np.ndarray | None:
+        """The landmarks ``(M, d)`` in input space (their standardised rows mapped back with
+        ``mean_`` and ``scale_``, so equal to the training rows up to rounding), or ``None``
+        without landmarks."""
+        self._require_fitted()
+        lm = getattr(self, "landmarks_", None)
+        if lm is None:
+            return None
+        Z = self.X_fit_[lm]
+        return Z * self.scale_ + self.mean_ if self.standardize else Z.copy()
+
+    def _columns(self) -> np.ndarray:
+        """The standardised points of the kernels' columns: ``X_fit_`` or its landmark rows."""
+        lm = getattr(self, "landmarks_", None)
+        return self.X_fit_ if lm is None else self.X_fit_[lm]
+
     @with_x64
     def train_kernels(self) -> np.ndarray:
         """Training kernels.
@@ -415,7 +454,8 @@ class KernelPool:
         Returns
         -------
         K : ndarray, shape (P, N, N), dtype ``self.dtype``
-            Symmetric, PSD, with unit diagonal when ``normalize=True``.
+            Symmetric, PSD, with unit diagonal when ``normalize=True``. With landmarks
+            (``fit(X, landmarks=...)``): ``K(X, Z)`` of shape (P, N, M).
         """
         self._require_fitted()
         return self._kernels(self.X_fit_, "training")
@@ -432,7 +472,8 @@ class KernelPool:
         Returns
         -------
         K : ndarray, shape (P, M, N), dtype ``self.dtype``
-            ``cross_kernels(X_train)`` equals :meth:`train_kernels`.
+            ``cross_kernels(X_train)`` equals :meth:`train_kernels`. With landmarks the
+            columns are the landmarks: shape (P, M, n_landmarks).
         """
         self._require_fitted()
         Xnew = check_X(Xnew, "Xnew")
@@ -462,7 +503,7 @@ class KernelPool:
         return compute_kernels(
             self.specs,
             Xrows,
-            self.X_fit_,
+            self._columns(),
             out_dtype=self._out_dtype(),
             poly_offset=float(self.poly_offset),
             center=bool(self.center),
@@ -471,3 +512,19 @@ class KernelPool:
             grand_means=self.grand_means_,
             what=what,
         )
+
+
+def check_landmark_rows(landmarks, n: int) -> np.ndarray:
+    """``landmarks`` as distinct row indices ``(M,)`` into ``n`` training rows (``ValueError``
+    otherwise)."""
+    idx = np.asarray(landmarks)
+    if idx.ndim != 1 or idx.size == 0 or not np.issubdtype(idx.dtype, np.integer):
+        raise ValueError(
+            f"landmarks must be a non-empty 1-d array of row indices; got {idx.dtype} array of "
+            f"shape {idx.shape}"
+        )
+    if idx.min() < 0 or idx.max() >= n:
+        raise ValueError(f"landmark rows must lie in [0, {n}); got {idx.min()}..{idx.max()}")
+    if np.unique(idx).size != idx.size:
+        raise ValueError("landmark rows must be distinct")
+    return idx.astype(np.int64)

@@ -8,7 +8,7 @@ import numpy as np
 
 from bayesmkl.kernels._checks import PSD_RTOL, check_gram, check_precomputed_memory, check_psd
 
-__all__ = ["PSD_RTOL", "validate_precomputed"]
+__all__ = ["PSD_RTOL", "validate_landmark_block", "validate_precomputed"]
 
 
 def validate_precomputed(
@@ -104,4 +104,53 @@ def validate_precomputed(
         names = [str(n) for n in names]
         if len(names) != P:
             raise ValueError(f"got {len(names)} names for {P} precomputed kernels")
+    return K, names
+
+
+def validate_landmark_block(K, n_landmarks: int, names: Sequence[str] | None = None):
+    """Check a user's precomputed landmark kernels ``K(X, Z)`` and return them as one stack.
+
+    Parameters
+    ----------
+    K : array (P, N, M), array (N, M), or list of (N, M) arrays
+        Kernels between the N training points (rows) and the M landmarks (columns) of a
+        landmark fit (docs/math.md §16); no symmetry or PSD check applies to such a block.
+    n_landmarks : int
+        M, which the block's last axis must have.
+    names : sequence of str, optional
+        One name per kernel; defaults to ``K0, K1, ...``.
+
+    Returns
+    -------
+    K : ndarray, shape (P, N, M)
+    names : list of str, length P
+    """
+    mats = K if isinstance(K, (list, tuple)) else None
+    if mats is not None:
+        if len(mats) == 0:
+            raise ValueError("the list of precomputed kernels is empty")
+        K = np.stack([np.asarray(k) for k in mats])
+    K = np.asarray(K)
+    if K.ndim == 2:
+        K = K[None]
+    if K.ndim != 3 or K.shape[2] != n_landmarks or 0 in K.shape:
+        raise ValueError(
+            f"with kernels='precomputed' and n_landmarks={n_landmarks}, fit expects the kernels "
+            f"between the training points and the landmarks, shape (P, N, {n_landmarks}); got "
+            f"shape {K.shape}"
+        )
+    if (
+        K.dtype == object
+        or not np.issubdtype(K.dtype, np.number)
+        or np.issubdtype(K.dtype, np.complexfloating)
+    ):
+        raise ValueError(f"precomputed kernels must be real numbers; got dtype {K.dtype}")
+    if not np.issubdtype(K.dtype, np.floating) or K.dtype == np.float16:
+        K = K.astype(np.float64)
+    for m in range(K.shape[0]):
+        check_gram(K[m], f"precomputed kernel {m}", symmetry=None)
+    P = K.shape[0]
+    names = [f"K{m}" for m in range(P)] if names is None else [str(n) for n in names]
+    if len(names) != P:
+        raise ValueError(f"names has {len(names)} entries for {P} kernels")
     return K, names

@@ -81,6 +81,30 @@ def decision_values(Kw, a, b):
     return a @ Kw + b[:, None]
 
 
+def landmark_decision_values(Psi_w, a, b):
+    """``f = A Ψ_wᵀ + b 1ᵀ`` of the landmark model (docs/math.md §16.1): ``Psi_w: (N, M)`` the
+    combined kernel between the N training points and the M landmarks, ``a: (C, M)``,
+    ``b: (C,)`` → ``(C, N)``."""
+    return a @ Psi_w.T + b[:, None]
+
+
+def is_landmark(K, landmarks: bool = False) -> bool:
+    """Whether the kernel block ``K: (P, N, M)`` is read as the landmark model's (docs/math.md
+    §16): when asked (``landmarks``) or when it is not square (a static, shape-level test)."""
+    return bool(landmarks) or K.shape[-2] != K.shape[-1]
+
+
+def kernel_decision_values(K, w, a, b, landmarks: bool = False):
+    """Decision values ``(C, N)`` of weights ``w (P,)``, ``a (C, M)``, ``b (C,)`` on the
+    training kernels ``K (P, N, M)``: :func:`decision_values` for the exact model (square,
+    symmetric K), :func:`landmark_decision_values` for the landmark model
+    (:func:`is_landmark`)."""
+    Kw = combine_kernels(K, w)
+    if is_landmark(K, landmarks):
+        return landmark_decision_values(Kw, a, b)
+    return decision_values(Kw, a, b)
+
+
 def signed_targets(codes, n_classes: int, binary_mode: str = "single"):
     """Δ, the ±1 targets ``(C, N)`` from integer class codes ``(N,)`` in ``0..n_classes-1``.
 
@@ -135,7 +159,13 @@ def prior_sites(P: int, C: int, N: int, hyper):
 
 
 def bm3kl_model(
-    K, delta, weight=None, hyper: Hyper = DEFAULT_HYPER, augmented: bool = True, margin=None
+    K,
+    delta,
+    weight=None,
+    hyper: Hyper = DEFAULT_HYPER,
+    augmented: bool = True,
+    margin=None,
+    landmarks: bool = False,
 ):
     """NumPyro model of BM3KL.
 
@@ -153,10 +183,13 @@ def bm3kl_model(
     margin : array (C, N), optional
         Margins m in place of 1 in the slack ζ = m − δ ⊙ f (:mod:`bayesmkl.model.likelihood`); with
         them the augmented factor is the density N(m; δf − λ, λ) of observed margins.
+    landmarks : bool
+        Read ``K (P, N, M)`` as the kernels between the training points and M landmarks
+        (docs/math.md §16): a, ν, ς have M columns. A non-square ``K`` is read so anyway.
     """
     C, N = delta.shape
-    w, a, b = prior_sites(K.shape[0], C, N, hyper)
-    f = decision_values(combine_kernels(K, w), a, b)
+    w, a, b = prior_sites(K.shape[0], C, K.shape[2], hyper)
+    f = kernel_decision_values(K, w, a, b, landmarks)
     if augmented:
         if hyper.gamma0 > 0:
             lam_prior = dist.Exponential(hyper.gamma0).expand((C, N)).to_event(2)

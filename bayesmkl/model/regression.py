@@ -37,8 +37,7 @@ from numpyro.distributions import constraints
 from bayesmkl.model.classification import (
     PRIORS,
     Hyper,
-    combine_kernels,
-    decision_values,
+    kernel_decision_values,
     log_prior,
     prior_sites,
 )
@@ -102,7 +101,14 @@ def _gamma_logpdf(x, shape, rate):
     return dist.Gamma(shape, rate).log_prob(x)
 
 
-def reg_model(K, y, hyper: RegHyper = DEFAULT_REG_HYPER, epsilon=None, augmented: bool = True):
+def reg_model(
+    K,
+    y,
+    hyper: RegHyper = DEFAULT_REG_HYPER,
+    epsilon=None,
+    augmented: bool = True,
+    landmarks: bool = False,
+):
     """NumPyro model of BM³KL regression.
 
     Parameters
@@ -117,15 +123,18 @@ def reg_model(K, y, hyper: RegHyper = DEFAULT_REG_HYPER, epsilon=None, augmented
     augmented : bool
         Include λ⁺, λ⁻ (the model the Gibbs sampler targets); ``False`` gives the marginal
         model, with the same posterior over the other sites, which NUTS can sample.
+    landmarks : bool
+        Read ``K (P, N, M)`` as the kernels between the training points and M landmarks
+        (docs/math.md §16); a non-square ``K`` is read so anyway.
     """
     C, N = y.shape
-    w, a, b = prior_sites(K.shape[0], C, N, hyper)
+    w, a, b = prior_sites(K.shape[0], C, K.shape[2], hyper)
     c = numpyro.sample("c", dist.Gamma(hyper.c_shape, hyper.c_rate))
     if epsilon is None:
         eps = numpyro.sample("eps", dist.Gamma(hyper.eps_shape, hyper.eps_rate))
     else:
         eps = jnp.asarray(epsilon, dtype=jnp.float64)
-    f = decision_values(combine_kernels(K, w), a, b)
+    f = kernel_decision_values(K, w, a, b, landmarks)
     if augmented:
         flat = dist.ImproperUniform(constraints.positive, (), (C, N))
         lam_plus = numpyro.sample("lam_plus", flat)

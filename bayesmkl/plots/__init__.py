@@ -340,10 +340,18 @@ def plot_sample_weights(source, y=None, classes=None, *, figsize=None, ax=None) 
         The new figure, or the one ``ax`` belongs to.
     """
     regression = hasattr(source, "posterior_") and not hasattr(source, "classes_")
+    rows = None  # a landmark fit's (docs/math.md §16): the landmarks' training rows
     if hasattr(source, "posterior_"):
         a = np.asarray(source.posterior_["a"])
+        landmark = getattr(source.kernel_input_, "n_landmarks", None) is not None
+        if landmark:
+            rows = getattr(source, "landmark_indices_", None)
+            if rows is None:  # precomputed landmark blocks: the landmarks' rows are unknown
+                rows = np.arange(a.shape[-1])
         if not regression:  # a regressor's real targets colour nothing
             y = source.y_train_ if y is None else y
+            if landmark:
+                y = None if getattr(source, "landmark_indices_", None) is None else y[rows]
             classes = source.classes_ if classes is None else classes
     else:
         a = np.asarray(source, dtype=float)
@@ -364,7 +372,8 @@ def plot_sample_weights(source, y=None, classes=None, *, figsize=None, ax=None) 
         axes = fig.subplots(C, 1, squeeze=False, sharex=True)[:, 0]
     else:
         axes = grid[:, 0]
-    idx = np.arange(N)
+    idx = np.arange(N) if rows is None else np.asarray(rows)
+    what = "points" if rows is None else "landmarks"
     for c, ax in enumerate(axes):
         thr = 0.1 * absa[c].max() if absa[c].max() > 0 else 0.0
         n_sv = int(np.sum(absa[c] > thr))
@@ -378,7 +387,7 @@ def plot_sample_weights(source, y=None, classes=None, *, figsize=None, ax=None) 
         ax.axhline(thr, color="0.4", ls=":", lw=1, label="10% of max")
         ax.set_ylabel("mean |a|")
         ax.set_title(
-            f"{panel[c]}: {n_sv} of {N} points above 10% of the largest |a|",
+            f"{panel[c]}: {n_sv} of {N} {what} above 10% of the largest |a|",
             fontsize="medium",
             loc="left",
         )

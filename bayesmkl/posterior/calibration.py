@@ -399,6 +399,9 @@ def crossfit_decision_draws(
     # (at least one: a main fit whose max_time ran out in warm-up kept none)
     fixed_length = {"num_samples": max(1, int(report.num_samples))} if report is not None else {}
     draws, index, caught = [], [], {}
+    # a landmark fit (docs/math.md §16): K (P, N, M); the refits keep its landmarks
+    landmark = getattr(estimator, "n_landmarks", None) is not None
+    landmark_params = {"n_landmarks": K.shape[2]} if landmark else {}
     for fold, (tr, va) in enumerate(split.split(np.zeros(len(y)), y)):
         if deadline is not None:  # the folds left share what is left of the fit's budget
             budget = {"max_time": max((deadline - time.perf_counter()) / (k - fold), 1e-3)}
@@ -411,14 +414,19 @@ def crossfit_decision_draws(
             progress_bar=False,
             random_state=(seed + 1 + fold) % (2**31 - 1),
             class_weight=None,
+            **landmark_params,
             **fixed_length,
             **budget,
         )
         sw = None if sample_weight is None else np.asarray(sample_weight)[tr]
         with warnings.catch_warnings(record=True) as rec:
             warnings.simplefilter("always")
-            sub.fit(K[:, tr][:, :, tr], y[tr], sample_weight=sw)
-            F = sub.decision_draws(K[:, va][:, :, tr])
+            if landmark:  # the columns are the landmarks, kept by every refit
+                sub.fit(K[:, tr], y[tr], sample_weight=sw)
+                F = sub.decision_draws(K[:, va])
+            else:
+                sub.fit(K[:, tr][:, :, tr], y[tr], sample_weight=sw)
+                F = sub.decision_draws(K[:, va][:, :, tr])
         for w in rec:
             if not issubclass(w.category, tuple(already)):
                 caught.setdefault(w.category, {}).setdefault(str(w.message), []).append(fold)

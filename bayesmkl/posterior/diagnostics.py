@@ -119,6 +119,9 @@ POSTERIOR_DIMS = {
     "varsigma": [CLASS_DIM, "obs"],
 }
 
+#: The sites with one entry per landmark in a landmark fit (docs/math.md §16).
+LANDMARK_SITES = ("a", "nu", "varsigma")
+
 #: A regression's sites stored with a classifier axis of length 1 (the classifier's layout),
 #: which its DataTree drops: ``(chain, draw, 1[, obs])`` in ``posterior_``, ``(chain, draw[,
 #: obs])`` in the tree.
@@ -212,6 +215,7 @@ def build_datatree(
     y=None,
     log_likelihood=None,
     attrs: dict | None = None,
+    landmarks=None,
     obs=None,
     var_attrs: dict | None = None,
 ) -> xr.DataTree:
@@ -240,6 +244,10 @@ def build_datatree(
         why PSIS cannot use it, where it cannot (:func:`loo_problem`).
     attrs : dict, optional
         Root attributes.
+    landmarks : array (M,), optional
+        A landmark fit's ``landmark`` coordinate (docs/math.md §16; the landmarks' training
+        rows): ``a``, ``nu``, ``varsigma`` then have the dimension ``landmark`` in place of
+        ``obs``, which stays the N training points of ``lam`` and ``y``.
     obs : array (N,), optional
         Coordinate of the ``obs`` dimension: the labels of the training rows (the index of a
         pandas ``DataFrame``; labels netCDF cannot hold become strings). Default 0 … N−1.
@@ -265,12 +273,18 @@ def build_datatree(
             if "a" in posterior
             else (posterior["b"].shape[2] if "b" in posterior else 1)
         )
-        N = posterior["a"].shape[3] if "a" in posterior else (len(y) if y is not None else 0)
+        # the training points (a landmark fit's a has M columns, its lam N)
+        site = "a" if landmarks is None else "lam"
+        N = posterior[site].shape[3] if site in posterior else (len(y) if y is not None else 0)
         coords = {
             "kernel": [str(n) for n in kernel_names],
             CLASS_DIM: classifier_labels(classes, C),
             "obs": obs_coordinate(obs, N),
         }
+    if landmarks is not None:
+        coords["landmark"] = np.asarray(landmarks)
+        site_dims = {k: ["landmark" if (d == "obs" and k in LANDMARK_SITES) else d for d in v]
+                     for k, v in site_dims.items()}  # fmt: skip
     dims = {k: v for k, v in site_dims.items() if k in posterior}
     data = {
         "posterior": posterior,

@@ -57,10 +57,11 @@ class CollapsedData(NamedTuple):
     Phi_I: jax.Array
 
 
-def n_active_for(P: int, C: int, N: int, requested: int) -> int:
-    """The active-set size actually used: ``min(requested, N)``, shrunk so that the gathered
-    kernel columns stay below ``MAX_GATHERED`` entries; 0 means the collapsed move is off."""
-    s = min(int(requested), N)
+def n_active_for(P: int, C: int, N: int, requested: int, M: int | None = None) -> int:
+    """The active-set size actually used: ``min(requested, M)`` (M the number of sample
+    weights per class: N, or the landmarks' number), shrunk so that the gathered kernel
+    columns stay below ``MAX_GATHERED`` entries; 0 means the collapsed move is off."""
+    s = min(int(requested), N if M is None else int(M))
     cap = MAX_GATHERED // max(P * C * N, 1)
     return int(min(s, cap))
 
@@ -68,7 +69,9 @@ def n_active_for(P: int, C: int, N: int, requested: int) -> int:
 def collapsed_setup(K, a, nu, Phi, n_active: int) -> CollapsedData:
     """Choose the active sets (top-``n_active`` ν per class) and gather their kernel columns.
 
-    ``K: (P, N, N)``, ``a, nu: (C, N)``, ``Phi: (P, C, N)`` (= A K_m for the current a).
+    ``K: (P, N, N)``, ``a, nu: (C, N)``, ``Phi: (P, C, N)`` (= A K_m for the current a). The
+    landmark model's ``K: (P, N, M)`` with ``a, nu: (C, M)`` works unchanged: the active
+    set is among the M landmark weights (docs/math.md §16.2).
     """
     _, idx = jax.lax.top_k(nu, n_active)  # (C, s)
     K_A = jnp.take(K, idx, axis=2)  # (P, N, C, s)

@@ -192,6 +192,80 @@ def sample_ab_tv(key, Kw, T, V, nu, tau):
 
 
 # --------------------------------------------------------------------------------------------
+# (a_c, b_c) | rest of the landmark model, in weight space  (docs/math.md §16.2)
+# --------------------------------------------------------------------------------------------
+def _weight_space_system(Psi_w, T, V, nu, tau):
+    """The whitened design ``Λ^{-1/2} X̃`` ``(C, N, M+1)``, the prior sd ``D^{1/2}``
+    ``(C, M+1)`` and ``B_c = I + D^{1/2} X̃ᵀ Λ_c⁻¹ X̃ D^{1/2}`` ``(C, M+1, M+1)``, with
+    X̃ = [Ψ_w, 1] and D_c = diag(ν_c, τ)."""
+    C, N = T.shape
+    M = Psi_w.shape[1]
+    Xt = jnp.concatenate([Psi_w, jnp.ones((N, 1), Psi_w.dtype)], axis=1)  # (N, M+1)
+    sd = jnp.sqrt(jnp.concatenate([nu, jnp.full((C, 1), tau)], axis=1))  # (C, M+1)
+    Wt = Xt[None, :, :] / jnp.sqrt(V)[:, :, None]  # (C, N, M+1)
+    G = jnp.einsum("cni,cnj->cij", Wt, Wt)  # X̃ᵀ Λ⁻¹ X̃
+    B = jnp.eye(M + 1) + sd[:, :, None] * G * sd[:, None, :]
+    return Wt, sd, B
+
+
+def ab_weight_space_params(Psi_w, T, V, nu, tau):
+    """Mean ``(C, M+1)`` and covariance ``(C, M+1, M+1)`` of β_c = [a_c; b_c] | w, T, V, ν of
+    the landmark model (docs/math.md §16.2) in weight space: with β_c = D_c^{1/2} γ,
+    γ ~ N(B_c⁻¹ D_c^{1/2} X̃ᵀ Λ_c⁻¹ t_c, B_c⁻¹). ``Psi_w: (N, M)`` is the combined kernel
+    between the training points and the landmarks; ``T, V: (C, N)``; ``nu: (C, M)``. With
+    M = N and Ψ_w = K_w it is the Gaussian of :func:`ab_precision_form`. For tests (an
+    explicit inverse); the sampler is :func:`sample_ab_weight_space`."""
+    Wt, sd, B = _weight_space_system(Psi_w, T, V, nu, tau)
+    Binv = jnp.linalg.inv(B)
+    Binv = 0.5 * (Binv + jnp.swapaxes(Binv, 1, 2))
+    r = sd * jnp.einsum("cni,cn->ci", Wt, T / jnp.sqrt(V))
+    mean = sd * jnp.einsum("cij,cj->ci", Binv, r)
+    cov = sd[:, :, None] * Binv * sd[:, None, :]
+    return mean, cov
+
+
+def sample_ab_weight_space(key, Psi_w, T, V, nu, tau):
+    """Draw (a, b) of the landmark model (docs/math.md §16.2) in weight space, batched over c.
+
+    For each class, with X̃ = [Ψ_w, 1] ``(N, M+1)``, D_c = diag(ν_c, τ) and
+    B_c = I + D_c^{1/2} X̃ᵀ Λ_c⁻¹ X̃ D_c^{1/2} (SPD, eigenvalues ≥ 1):
+    γ = B_c⁻¹ (D_c^{1/2} X̃ᵀ Λ_c⁻¹ T_c + D_c^{1/2} X̃ᵀ Λ_c^{-1/2} ξ₂ + ξ₁), ξ₁, ξ₂ ~ N(0, I), has
+    covariance B_c⁻¹ B_c B_c⁻¹ = B_c⁻¹; β_c = D_c^{1/2} γ. Neither 1/ν nor an N × N system
+    appears: one ``(M+1) × (M+1)`` Cholesky factorisation (after a Jacobi scaling, as in
+    :func:`sample_ab_tv`) per class, cost O(N·M² + M³).
+
+    Parameters
+    ----------
+    key : PRNG key
+    Psi_w : array (N, M)
+        Combined kernel between the N training points and the M landmarks.
+    T, V : arrays (C, N)
+        Pseudo-targets and noise variances (:func:`sample_ab_tv`).
+    nu : array (C, M)
+        TPBN variances of the landmark weights.
+    tau : float
+        Prior variance of b.
+
+    Returns
+    -------
+    a : array (C, M)
+    b : array (C,)
+    """
+    C, N = T.shape
+    M = Psi_w.shape[1]
+    Wt, sd, B = _weight_space_system(Psi_w, T, V, nu, tau)
+    k1, k2 = jax.random.split(key)
+    xi1 = jax.random.normal(k1, (C, M + 1))
+    xi2 = jax.random.normal(k2, (C, N))
+    rhs = sd * jnp.einsum("cni,cn->ci", Wt, T / jnp.sqrt(V) + xi2) + xi1
+    scale = jnp.sqrt(jnp.diagonal(B, axis1=1, axis2=2))  # (C, M+1)
+    L = jnp.linalg.cholesky(B / (scale[:, :, None] * scale[:, None, :]))
+    gamma = jax.scipy.linalg.cho_solve((L, True), (rhs / scale)[..., None])[..., 0] / scale
+    beta = sd * gamma
+    return beta[:, :M], beta[:, M]
+
+
+# --------------------------------------------------------------------------------------------
 # TPBN: ν | a, ς and ς | ν  (docs/math.md §3.3)
 # --------------------------------------------------------------------------------------------
 def nu_params(a, varsigma, alpha_a):
@@ -232,10 +306,12 @@ def per_kernel_decisions(K, a):
     """Φ with Φ[m] = A K_m: ``K: (P, N, N)``, ``a: (C, N)`` → ``(P, C, N)`` (float64).
 
     One GEMM of ``K.reshape(P·N, N)`` against ``Aᵀ`` (uses K_m = K_mᵀ); runs in K's dtype, so
-    float32 kernel storage keeps the pass over K in float32.
+    float32 kernel storage keeps the pass over K in float32. The landmark model's block
+    ``K: (P, N, M)`` with ``a: (C, M)`` gives Φ[m] = A Ψ_mᵀ, the same product (docs/math.md
+    §16.2).
     """
-    P, N, _ = K.shape
-    Phi = (K.reshape(P * N, N) @ a.T.astype(K.dtype)).reshape(P, N, -1)
+    P, N, M = K.shape
+    Phi = (K.reshape(P * N, M) @ a.T.astype(K.dtype)).reshape(P, N, -1)
     return jnp.transpose(Phi, (0, 2, 1)).astype(jnp.float64)
 
 

@@ -60,6 +60,8 @@ class BM3KLKernel(MCMCKernel):
     @property
     def model(self):
         """The augmented NumPyro model this kernel samples, ``model(K, targets, ...)``."""
+        if self.config.landmarks:
+            return self.likelihood.model(self.config.hyper, landmarks=True)
         return self.likelihood.model(self.config.hyper)
 
     @property
@@ -115,6 +117,13 @@ def check_init(config: SweepConfig, K, num_warmup: int, adapt_sweeps) -> int:
     if np.ndim(config.hyper.eta) and len(config.hyper.eta) != K.shape[0]:
         raise ValueError(
             f"eta has {len(config.hyper.eta)} entries but there are {K.shape[0]} kernels"
+        )
+    if K.ndim != 3:
+        raise ValueError(f"K must be a kernel stack (P, N, M); got shape {tuple(K.shape)}")
+    if K.shape[1] != K.shape[2] and config.nu_update == "collapsed":
+        raise ValueError(
+            "nu_update='collapsed' is for the exact model only (square kernels (P, N, N)); the "
+            f"landmark model's kernels {tuple(K.shape)} update nu by Gibbs (nu_update='gibbs')"
         )
     return int(num_warmup if adapt_sweeps is None else adapt_sweeps)
 

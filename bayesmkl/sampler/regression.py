@@ -87,12 +87,14 @@ class Regression:
         if self.epsilon is not None and not self.epsilon >= 0:
             raise ValueError(f"a fixed epsilon must be >= 0; got {self.epsilon}")
 
-    def init_position(self, P: int, C: int, N: int) -> RegressorPosition:
-        """e = 1, a = 0, b = 0, λ^± = ν = ς = 1, c = 1, ε = :data:`EPS_INIT` (or the fixed ε)."""
+    def init_position(self, P: int, C: int, N: int, M: int | None = None) -> RegressorPosition:
+        """e = 1, a = 0, b = 0, λ^± = ν = ς = 1, c = 1, ε = :data:`EPS_INIT` (or the fixed ε);
+        a, ν, ς have M columns (default N; the landmark model's M landmarks)."""
         eps0 = EPS_INIT if self.epsilon is None else self.epsilon
+        M = N if M is None else M
         return RegressorPosition(
-            e=jnp.ones(P), a=jnp.zeros((C, N)), b=jnp.zeros(C), lam_plus=jnp.ones((C, N)),
-            lam_minus=jnp.ones((C, N)), nu=jnp.ones((C, N)), varsigma=jnp.ones((C, N)),
+            e=jnp.ones(P), a=jnp.zeros((C, M)), b=jnp.zeros(C), lam_plus=jnp.ones((C, N)),
+            lam_minus=jnp.ones((C, N)), nu=jnp.ones((C, M)), varsigma=jnp.ones((C, M)),
             c=jnp.ones(()), eps=jnp.asarray(eps0, dtype=jnp.float64),
         )  # fmt: skip
 
@@ -118,8 +120,8 @@ class Regression:
     def log_joint(self, z, f, y, hyper, weight, margin):
         return reg_log_joint(z._asdict(), f, y, hyper, self.learn_eps)
 
-    def model(self, hyper):
-        return partial(reg_model, hyper=hyper, epsilon=self.epsilon)
+    def model(self, hyper, landmarks: bool = False):
+        return partial(reg_model, hyper=hyper, epsilon=self.epsilon, landmarks=landmarks)
 
 
 class BM3KLReg(BM3KLKernel):
@@ -137,6 +139,9 @@ class BM3KLReg(BM3KLKernel):
         SweepConfig`); exact moves only.
     adapt_sweeps : int, optional
         Sweeps during which step size and mass adapt (default: ``MCMC``'s ``num_warmup``).
+    landmarks : bool, default False
+        Read ``K`` as the landmark model's kernels ``(P, N, M)`` (docs/math.md §16;
+        :attr:`~bayesmkl.sampler.state.SweepConfig.landmarks`).
     """
 
     def __init__(
@@ -145,7 +150,7 @@ class BM3KLReg(BM3KLKernel):
         c_rate=_DEFAULT.c_rate, eps_shape=_DEFAULT.eps_shape, eps_rate=_DEFAULT.eps_rate, *,
         epsilon=None, move="collapsed_log", step_size=0.01, n_leapfrog=10,
         adapt_step_size=True, pairs_per_kernel=4.0, n_active=32, dense_mass=False,
-        adapt_sweeps=None,
+        adapt_sweeps=None, landmarks=False,
     ):  # fmt: skip
         eta = tuple(np.asarray(eta, dtype=float).ravel()) if np.ndim(eta) else float(eta)
         nums = [float(v) for v in (alpha_a, beta_a, kappa, bias_prior_var, c_shape, c_rate,
@@ -154,6 +159,7 @@ class BM3KLReg(BM3KLKernel):
             RegHyper(eta, *nums), move, float(step_size), int(n_leapfrog),
             adapt_step_size=bool(adapt_step_size), pairs_per_kernel=float(pairs_per_kernel),
             n_active=int(n_active), dense_mass=bool(dense_mass), nu_update="gibbs",
+            landmarks=bool(landmarks),
         )  # fmt: skip
         likelihood = Regression(None if epsilon is None else float(epsilon))
         super().__init__(likelihood, config, adapt_sweeps)

@@ -51,11 +51,13 @@ class Classification:
         if config.hyper.gamma0 < 0:
             raise ValueError("gamma0 must be non-negative")
 
-    def init_position(self, P: int, C: int, N: int) -> ClassifierPosition:
-        """e = 1, A = 0, b = 0, λ = ν = ς = 1."""
+    def init_position(self, P: int, C: int, N: int, M: int | None = None) -> ClassifierPosition:
+        """e = 1, A = 0, b = 0, λ = ν = ς = 1; a, ν, ς have M columns (default N; the
+        landmark model's M landmarks)."""
+        M = N if M is None else M
         return ClassifierPosition(
-            e=jnp.ones(P), a=jnp.zeros((C, N)), b=jnp.zeros(C), lam=jnp.ones((C, N)),
-            nu=jnp.ones((C, N)), varsigma=jnp.ones((C, N)),
+            e=jnp.ones(P), a=jnp.zeros((C, M)), b=jnp.zeros(C), lam=jnp.ones((C, N)),
+            nu=jnp.ones((C, M)), varsigma=jnp.ones((C, M)),
         )  # fmt: skip
 
     def check_args(self, delta, weight, margin) -> None:
@@ -77,9 +79,10 @@ class Classification:
     def log_joint(self, z, f, delta, hyper, weight, margin):
         return log_joint(z._asdict(), f, delta, hyper, weight, margin)
 
-    def model(self, hyper):
+    def model(self, hyper, landmarks: bool = False):
         def model(K, delta, weight=None, margin=None):
-            return bm3kl_model(K, delta, weight, hyper=hyper, augmented=True, margin=margin)
+            return bm3kl_model(K, delta, weight, hyper=hyper, augmented=True, margin=margin,
+                               landmarks=landmarks)  # fmt: skip
 
         return model
 
@@ -107,6 +110,10 @@ class BM3KL(BM3KLKernel):
         adapt; default: ``MCMC``'s ``num_warmup``. Set it with ``MCMC(num_warmup=0)`` to run
         the warm-up in chunks of your own
         (:func:`~bayesmkl.sampler.runlength.sample_until_converged`'s ``num_warmup``).
+    landmarks : bool, default False
+        Read ``K`` as the landmark model's kernels ``(P, N, M)`` between the training points
+        and M landmarks (docs/math.md §16; :attr:`SweepConfig.landmarks`). A non-square ``K``
+        is read so anyway.
 
     Examples
     --------
@@ -143,6 +150,7 @@ class BM3KL(BM3KLKernel):
         nu_update="gibbs",
         nu_max=tpbn.NU_MAX,
         adapt_sweeps=None,
+        landmarks=False,
     ):
         eta = tuple(np.asarray(eta, dtype=float).ravel()) if np.ndim(eta) else float(eta)
         hyper = Hyper(eta, float(alpha_a), float(beta_a), float(kappa), float(bias_prior_var),
@@ -151,7 +159,7 @@ class BM3KL(BM3KLKernel):
             hyper, move, float(step_size), int(n_leapfrog), step_schedule,
             bool(adapt_step_size), bool(refresh_momentum), bool(flip_momentum), scale_refresh,
             float(pairs_per_kernel), int(n_active), bool(dense_mass), str(nu_update),
-            float(nu_max),
+            float(nu_max), bool(landmarks),
         )  # fmt: skip
         super().__init__(CLASSIFICATION, config, adapt_sweeps)
 

@@ -106,6 +106,12 @@ class SweepConfig(NamedTuple):
     nu_max : float
         Upper bound of ν under ``nu_update="collapsed"`` (a truncation of the TPB prior that
         keeps Σ factorisable; :mod:`bayesmkl.sampler.tpbn`).
+    landmarks : bool
+        Read the kernels ``K (P, N, M)`` as the landmark model's (docs/math.md §16: M
+        landmarks, a, ν, ς of shape (C, M), (a, b) drawn in weight space). A non-square ``K``
+        is read so anyway; the flag makes a square block (M = N landmarks that are not the
+        training points in order) the landmark model too. ``False`` with a square ``K`` is the
+        exact model.
     """
 
     hyper: Hyper = Hyper()
@@ -122,6 +128,7 @@ class SweepConfig(NamedTuple):
     dense_mass: bool = False
     nu_update: str = "gibbs"
     nu_max: float = tpbn.NU_MAX
+    landmarks: bool = False
 
     def validate(self) -> SweepConfig:
         """Check the settings both models share (the likelihood checks its own); returns self."""
@@ -146,6 +153,11 @@ class SweepConfig(NamedTuple):
             raise ValueError(f"nu_update must be one of {NU_UPDATES}; got {self.nu_update!r}")
         if not self.nu_max > 0:
             raise ValueError(f"nu_max must be positive; got {self.nu_max}")
+        if self.landmarks and self.nu_update == "collapsed":
+            raise ValueError(
+                "nu_update='collapsed' is for the exact model only; the landmark model updates "
+                "nu by Gibbs (nu_update='gibbs')"
+            )
         return self
 
     @property
@@ -187,15 +199,15 @@ class ClassifierPosition(NamedTuple):
     e : array (P,)
         Expanded-mean kernel weights (w = e / Σe).
     a : array (C, N)
-        Sample weights.
+        Sample weights ((C, M) in the landmark model, docs/math.md §16).
     b : array (C,)
         Biases.
     lam : array (C, N)
         Augmentation variables λ of the hinge pseudo-likelihood.
     nu : array (C, N)
-        TPBN local variances ν of a.
+        TPBN local variances ν of a (shaped like a).
     varsigma : array (C, N)
-        TPBN rates ς of ν.
+        TPBN rates ς of ν (shaped like a).
     """
 
     e: jax.Array
@@ -355,12 +367,13 @@ def init_state(likelihood, rng_key, K, targets, config: SweepConfig, init_params
     e = 1, A = 0, b = 0, r = 0 and the likelihood's values of the other sites (λ = ν = ς = 1
     for the classifier; λ^± = ν = ς = c = 1 and ε = 0.1 or the fixed ε for the regressor).
 
-    ``K: (P, N, N)``, ``targets: (C, N)``; ``init_params`` (a dict with any of the position's
-    fields) overrides these values.
+    ``K: (P, N, N)`` (the landmark model's ``(P, N, M)``: a, ν, ς get M columns),
+    ``targets: (C, N)``; ``init_params`` (a dict with any of the position's fields) overrides
+    these values.
     """
     P = K.shape[0]
     C, N = targets.shape
-    z = likelihood.init_position(P, C, N)
+    z = likelihood.init_position(P, C, N, K.shape[2])
     if init_params:
         unknown = set(init_params) - set(type(z)._fields)
         if unknown:

@@ -116,7 +116,7 @@ def kernel_weight_step(
         step_size = jnp.asarray(config.step_size, dtype=jnp.float64)
     r = jax.random.normal(k_r, state.r.shape) if config.refresh_momentum else state.r
     accept_prob, diverging, r_new = jnp.ones(()), jnp.zeros((), bool), r
-    s_act = coll.n_active_for(P, C, N, config.n_active) if spec.collapsed else 0
+    s_act = coll.n_active_for(P, C, N, config.n_active, K.shape[2]) if spec.collapsed else 0
     collapsed = s_act > 0
     if spec.step is not None:
         if collapsed:
@@ -156,9 +156,13 @@ def _select(pred, new, old):
     return jax.tree.map(lambda n, o: jnp.where(pred, n, o), new, old)
 
 
-def gaussian_ab_step(key, Kw, T, V, nu, tau):
-    """(a, b) | w, T, V, ν by Matheron's rule (:func:`bayesmkl.sampler.conditionals.
-    sample_ab_tv`): ``a (C, N)``, ``b (C,)``."""
+def gaussian_ab_step(key, Kw, T, V, nu, tau, weight_space: bool = False):
+    """(a, b) | w, T, V, ν: by Matheron's rule in function space (:func:`bayesmkl.sampler.
+    conditionals.sample_ab_tv`; ``Kw (N, N)``, ``a (C, N)``), or with ``weight_space`` (the
+    landmark model, ``Kw (N, M)``) in weight space (:func:`bayesmkl.sampler.conditionals.
+    sample_ab_weight_space`; ``a (C, M)``); ``b (C,)``."""
+    if weight_space:
+        return cond.sample_ab_weight_space(key, Kw, T, V, nu, tau)
     a, b, _ = cond.sample_ab_tv(key, Kw, T, V, nu, tau)
     return a, b
 

@@ -36,7 +36,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from bayesmkl.model.classification import combine_kernels, decision_values
+from bayesmkl.model.classification import (
+    combine_kernels,
+    decision_values,
+    is_landmark,
+    landmark_decision_values,
+)
 from bayesmkl.sampler import conditionals as cond
 from bayesmkl.sampler import steps
 from bayesmkl.sampler.state import Info, State, SweepConfig
@@ -49,9 +54,11 @@ def build_sweep(likelihood, config: SweepConfig, num_warmup: int):
     model ``likelihood`` describes, with the kernel-weight move and TPBN update of ``config``
     and step-size and mass adaptation during the first ``num_warmup`` sweeps.
 
-    ``K: (P, N, N)``, ``targets: (C, N)`` (the classifier's signed targets Δ, the regressor's
-    standardised y with C = 1), ``weight``: sample weights ``(N,)`` or ``None``, ``margin``:
-    margins ``(C, N)`` or ``None`` (classifier only; :mod:`bayesmkl.model.likelihood`).
+    ``K: (P, N, N)`` (or the landmark model's ``(P, N, M)``, docs/math.md §16: read so when it is
+    not square or ``config.landmarks`` is set; then a, ν, ς are ``(C, M)``, f = A K_wᵀ + b 1ᵀ and
+    (a, b) is drawn in weight space), ``targets: (C, N)`` (the classifier's signed targets Δ,
+    the regressor's standardised y with C = 1), ``weight``: sample weights ``(N,)`` or ``None``,
+    ``margin``: margins ``(C, N)`` or ``None`` (classifier only; :mod:`bayesmkl.model.likelihood`).
     """
     num_warmup = int(num_warmup)
     collapsed_tpbn = config.nu_update == "collapsed"
@@ -59,6 +66,9 @@ def build_sweep(likelihood, config: SweepConfig, num_warmup: int):
 
     def sweep(state: State, K, targets, weight=None, margin=None) -> tuple[State, Info]:
         h = state.hyper  # traced values; config.hyper only decides static routes
+        # the landmark model (docs/math.md §16): K (P, N, M), (a, b) drawn in weight space
+        landmark = is_landmark(K, config.landmarks)
+        dv = landmark_decision_values if landmark else decision_values
         z = state.z
         split = jax.random.split(state.rng_key, len(likelihood.keys))
         k = dict(zip(likelihood.keys, split, strict=True))
@@ -77,24 +87,25 @@ def build_sweep(likelihood, config: SweepConfig, num_warmup: int):
         tau = h.bias_prior_var
         # (3) (a, b) and the augmentation, in the order the move and the likelihood need
         if ws.collapsed or likelihood.ab_first:
-            a, b = steps.gaussian_ab_step(k["ab"], Kw, T, V, z.nu, tau)
-            aug, hit = likelihood.augment(
-                k, decision_values(Kw, a, b), z, targets, h, weight, margin
-            )
+            a, b = steps.gaussian_ab_step(k["ab"], Kw, T, V, z.nu, tau, landmark)
+            aug, hit = likelihood.augment(k, dv(Kw, a, b), z, targets, h, weight, margin)
             z = z._replace(a=a, b=b, **aug)
             if collapsed_tpbn:
                 T, V = tv(z)
         else:
-            aug, hit = likelihood.augment(
-                k, decision_values(Kw, z.a, z.b), z, targets, h, weight, margin
-            )
+            aug, hit = likelihood.augment(k, dv(Kw, z.a, z.b), z, targets, h, weight, margin)
             z = z._replace(**aug)
             T, V = tv(z)
-            a, b = steps.gaussian_ab_step(k["ab"], Kw, T, V, z.nu, tau)
+            a, b = steps.gaussian_ab_step(k["ab"], Kw, T, V, z.nu, tau, landmark)
             z = z._replace(a=a, b=b)
         capped = ws.capped if hit is None else ws.capped | hit
         # (4) TPBN
         if collapsed_tpbn:  # conditions on (w, T, V) only; ends with (a, b) | w, T, V, ν
+            if landmark:
+                raise ValueError(
+                    "nu_update='collapsed' needs the exact model's square kernels; the landmark "
+                    "model updates nu by Gibbs (nu_update='gibbs')"
+                )
             nu, varsigma, a, b, hit = steps.tpbn_collapsed_step(
                 k["nu"], Kw, T, V, z.nu, h, config.nu_max
             )
@@ -104,7 +115,7 @@ def build_sweep(likelihood, config: SweepConfig, num_warmup: int):
             nu, varsigma = steps.tpbn_gibbs_step(k["nu"], k["vs"], z.a, z.varsigma, h,
                                                  ig_shortcut)  # fmt: skip
         z = z._replace(e=ws.e, nu=nu, varsigma=varsigma)
-        f = decision_values(Kw, z.a, z.b)
+        f = dv(Kw, z.a, z.b)
         pe = -likelihood.log_joint(z, f, targets, h, weight, margin)
         new_state = State(
             i=state.i + 1, z=z, r=ws.r, adapt_state=ws.adapt_state, mass_sqrt=ws.mass_sqrt,
