@@ -271,3 +271,25 @@ def test_draw_entries_count_what_a_fit_stores(fitted):
         monitored = min(N, MAX_MONITORED_POINTS) * C
         assert est._draw_entries(P, C, N) == stored + len(EXTRA_FIELDS) + monitored
         assert len(est.sample_stats_) == len(EXTRA_FIELDS)
+
+
+def test_draw_entries_of_a_landmark_fit_count_its_landmark_columns():
+    """A landmark fit stores a, ν, ς over its M landmarks and λ over its N points: the estimate
+    counts them so, and its sampler systems are (M + 1)² with N × (M + 1) designs, not N²."""
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    clf = BM3KLClassifier(n_landmarks=12, num_warmup=10, num_samples=6, num_chains=2,
+                          calibration=None, random_state=0, progress_bar=False)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf.fit(X, y)
+    P, C, N, M = len(clf.kernel_names_), clf.posterior_["b"].shape[-1], len(y), 12
+    assert clf.posterior_["a"].shape[-1] == M and clf.posterior_["lam"].shape[-1] == N
+    stored = sum(int(np.prod(v.shape[2:])) for v in clf.posterior_.values())
+    monitored = min(N, MAX_MONITORED_POINTS) * C
+    assert clf._draw_entries(P, C, N, M) == stored + len(EXTRA_FIELDS) + monitored
+    exact = fit_memory(clf, P=P, C=C, N=N, run_chunk=RUN_CHUNK)
+    landmark = fit_memory(clf, P=P, C=C, N=N, M=M, run_chunk=RUN_CHUNK)
+    assert landmark["systems"] == 8.0 * 2 * C * (3 * (M + 1) ** 2 + N * (M + 1))
+    assert landmark["systems"] < exact["systems"] and landmark["draws"] < exact["draws"]

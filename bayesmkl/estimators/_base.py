@@ -183,8 +183,8 @@ class BM3KLBase(BaseEstimator):
         (:func:`~bayesmkl.estimators._memory.check_fit_memory`).
         """
         stored = 0 if prev is None else int(self.posterior_["w"].shape[1])  # warm_start keeps them
-        check_fit_memory(self, P=int(K.shape[0]), C=int(data[1].shape[0]), N=int(K.shape[-1]),
-                         run_chunk=RUN_CHUNK, earlier=stored)  # fmt: skip
+        check_fit_memory(self, P=int(K.shape[0]), C=int(data[1].shape[0]), N=int(K.shape[1]),
+                         M=int(K.shape[-1]), run_chunk=RUN_CHUNK, earlier=stored)  # fmt: skip
         if prev is None:
             key, seed = make_rng_key(self.random_state)
         else:  # continue the stored chains: their own keys, no new warm-up
@@ -261,8 +261,11 @@ class BM3KLBase(BaseEstimator):
     def _capped_loops(self, bits) -> list:  # pragma: no cover - every subclass has its own
         raise NotImplementedError
 
-    def _draw_entries(self, P: int, C: int, N: int) -> int:  # pragma: no cover
-        """Values one draw of one chain stores (sites, extra fields, monitored values), for the
+    def _draw_entries(  # pragma: no cover - every subclass has its own
+        self, P: int, C: int, N: int, M: int | None = None
+    ) -> int:
+        """Values one draw of one chain stores (sites, extra fields, monitored values; ``M``
+        landmarks, default N: the sample weights' length), for the
         memory estimate of :func:`~bayesmkl.estimators._memory.check_fit_memory`."""
         raise NotImplementedError
 

@@ -69,32 +69,42 @@ def _chains_at_once(est) -> int:
     return chains  # vectorized
 
 
-def fit_memory(est, *, P: int, C: int, N: int, run_chunk: int, earlier: int = 0) -> dict:
+def fit_memory(
+    est, *, P: int, C: int, N: int, run_chunk: int, earlier: int = 0, M: int | None = None
+) -> dict:
     """What a fit of ``est`` on ``P`` kernels, ``C`` one-vs-all problems and ``N`` points keeps
     and works with, in bytes (float64 values): ``draws`` (chains × draws kept ×
-    ``est._draw_entries(P, C, N)``), ``chunk`` (one compiled call's draws), ``systems`` (the
-    Gaussian step's ``C`` systems of ``N × N`` per chain running at once), ``after`` (what ``fit``
+    ``est._draw_entries(P, C, N, M)``), ``chunk`` (one compiled call's draws), ``systems`` (the
+    Gaussian step's ``C`` systems of ``N × N`` per chain running at once; for a landmark fit,
+    ``M`` landmarks, ``C`` systems of ``(M + 1)²`` and their whitened designs of ``N × (M + 1)``),
+    ``after`` (what ``fit``
     computes from the draws at the training points, ``est._after_fit_entries(C, N)`` per draw),
     ``need`` (the largest of: during sampling, at the join, after), and the counts they come
     from."""
     chains = int(est.num_chains)
     kept, peak = _kept_per_chain(est, run_chunk, earlier)
-    per_draw = int(est._draw_entries(P, C, N))
+    M = N if M is None else int(M)
+    per_draw = int(est._draw_entries(P, C, N, M))
     draws = 8.0 * chains * kept * per_draw
     chunk = 8.0 * chains * min(run_chunk, kept + int(est.num_warmup)) * per_draw
     at_once = _chains_at_once(est)
-    systems = 8.0 * SWEEP_SYSTEM_COPIES * at_once * C * N * N
+    if M == N:
+        systems = 8.0 * SWEEP_SYSTEM_COPIES * at_once * C * N * N
+    else:  # weight space (docs/math.md §16.2)
+        systems = 8.0 * at_once * C * (SWEEP_SYSTEM_COPIES * (M + 1) ** 2 + N * (M + 1))
     after = 8.0 * chains * kept * int(est._after_fit_entries(C, N))
     need = max(draws + chunk + systems, peak * draws, draws + after)
     return dict(need=need, draws=draws, chunk=chunk, systems=systems, after=after, kept=kept,
                 peak=peak, per_draw=per_draw, chains=chains, at_once=at_once)  # fmt: skip
 
 
-def check_fit_memory(est, *, P: int, C: int, N: int, run_chunk: int, earlier: int = 0) -> dict:
+def check_fit_memory(
+    est, *, P: int, C: int, N: int, run_chunk: int, earlier: int = 0, M: int | None = None
+) -> dict:
     """Refuse (:class:`~bayesmkl.exceptions.FitMemoryError`) a fit whose
     :func:`fit_memory` exceeds the limit, with the parts, the limit and what to change; returns
     :func:`fit_memory` otherwise."""
-    m = fit_memory(est, P=P, C=C, N=N, run_chunk=run_chunk, earlier=earlier)
+    m = fit_memory(est, P=P, C=C, N=N, run_chunk=run_chunk, earlier=earlier, M=M)
     limit = kernel_memory_limit()
     if limit is None or m["need"] <= limit:
         return m

@@ -412,10 +412,13 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
     def _capped_loops(self, bits) -> list:
         return capped_loops(bits)
 
-    def _draw_entries(self, P: int, C: int, N: int) -> int:
-        """e and w (P each); a, λ, ν, ς (C × N each); b (C); the extra fields; the monitored
-        decision values (at most ``MAX_MONITORED_POINTS`` points × C)."""
-        return 2 * P + 4 * C * N + C + len(EXTRA_FIELDS) + min(N, MAX_MONITORED_POINTS) * C
+    def _draw_entries(self, P: int, C: int, N: int, M: int | None = None) -> int:
+        """e and w (P each); a, ν, ς (C × M each, M = N but for landmark fits) and λ (C × N);
+        b (C); the extra fields; the monitored decision values (at most
+        ``MAX_MONITORED_POINTS`` points × C)."""
+        M = N if M is None else M
+        monitored = min(N, MAX_MONITORED_POINTS) * C
+        return 2 * P + 3 * C * M + C * N + C + len(EXTRA_FIELDS) + monitored
 
     def _after_fit_entries(self, C: int, N: int) -> int:
         """The decision values (C × N), the (log-)probabilities and their temporaries

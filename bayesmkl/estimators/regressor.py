@@ -365,10 +365,13 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
     def _capped_loops(self, bits) -> list:
         return [t for b_, t in REG_CAPPED_LOOPS.items() if int(bits) & b_]
 
-    def _draw_entries(self, P: int, C: int, N: int) -> int:
-        """e and w (P each); a, λ⁺, λ⁻, ν, ς (C × N each, C = 1); b, c, ε; the extra fields;
-        the monitored function values (at most ``MAX_MONITORED_POINTS``)."""
-        return 2 * P + 5 * C * N + C + 2 + len(EXTRA_FIELDS) + min(N, MAX_MONITORED_POINTS) * C
+    def _draw_entries(self, P: int, C: int, N: int, M: int | None = None) -> int:
+        """e and w (P each); a, ν, ς (C × M each, C = 1; M = N but for landmark fits) and
+        λ⁺, λ⁻ (C × N each); b, c, ε; the extra fields; the monitored function values (at most
+        ``MAX_MONITORED_POINTS``)."""
+        M = N if M is None else M
+        monitored = min(N, MAX_MONITORED_POINTS) * C
+        return 2 * P + 3 * C * M + 2 * C * N + C + 2 + len(EXTRA_FIELDS) + monitored
 
     def _after_fit_entries(self, C: int, N: int) -> int:
         """The function values, the log-likelihood and two temporaries of the noise law at the
