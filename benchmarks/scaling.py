@@ -1,5 +1,13 @@
 """Scaling of the compiled BM3KL sweep in P (at N = 145) and in N (at P = 100), C = 1.
 
+Also the default sampler's sweep (``SweepConfig()``: move ``"collapsed_log"``, the default
+prior, η = 2 so the pair updates slice-sample) at N = 145 and P = 800 and 8,000, the sizes of
+issue 47 (target: time(P = 8,000) / time(P = 800) ≤ 11), once with the pair updates the
+sampler picks (``pair_path="auto"``: :data:`bayesmkl.sampler.simplex.RESIDUAL_MIN_P`) and
+once forcing the route that forms the P × P matrix M (``"gram"``, the route before issue 47).
+Each row records the 1-minute load average before and after it (the machine is shared, so a
+row's time is only as good as its load).
+
 For each size: the per-sweep time of :func:`bayesmkl.sampler.sweep` (``move="stable"``,
 L = 10; timed as a jitted loop of sweeps, compile apart) and the process's resident memory
 (current RSS after the run, peak RSS so far). Log-log slopes of time against P and against N are
@@ -8,12 +16,17 @@ kernels; at most 3 in N, from the O(C N³) Gaussian step; the O(P N²) passes gi
 
 Usage::
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/scaling.py [--quick]
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/scaling.py [--quick] [--default-only]
+
+``--default-only`` times only the default sampler's rows and replaces them (key ``default_P``)
+in the existing ``results/scaling.json``, keeping its other rows.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -23,6 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
+    RESULTS,
     best_time,
     compile_time,
     current_rss_gib,
@@ -33,7 +47,7 @@ from _common import (  # noqa: E402
 )
 
 from bayesmkl.model.classification import Hyper  # noqa: E402
-from bayesmkl.sampler import SweepConfig, build_sweep, init_state  # noqa: E402
+from bayesmkl.sampler import SweepConfig, build_sweep, init_state, simplex  # noqa: E402
 from bayesmkl.sampler.sampler import CLASSIFICATION  # noqa: E402
 
 # the benchmark calls the low-level sampler outside the package's 64-bit scope
@@ -41,6 +55,80 @@ jax.config.update("jax_enable_x64", True)
 
 P_SIZES = (800, 2000, 8000)
 N_SIZES = (100, 200, 400, 800)
+#: the default sampler's sizes (issue 47) and its pair-update routes ("gram": before issue 47)
+DEFAULT_P = (800, 8000)
+DEFAULT_PATHS = ("auto", "gram")
+
+
+def time_default_sweep(N, P, pair_path, C=1, reps=3, n_inner=3):
+    """Seconds per sweep of the default sampler (``SweepConfig()``), compile excluded, with
+    the pair updates' route forced to ``pair_path`` (:data:`bayesmkl.sampler.simplex.
+    PAIR_PATHS`)."""
+    load0 = os.getloadavg()[0]
+    K, delta = synthetic_kernels(P, N, C)
+    config = SweepConfig().validate()
+    old = simplex.PAIR_PATH
+    simplex.PAIR_PATH = pair_path  # read when the sweep is traced, below
+    try:
+        state = init_state(CLASSIFICATION, jax.random.key(0), K, delta, config).state
+        sweep_pair = build_sweep(CLASSIFICATION, config, 0)
+
+        def sweep(state, K, delta):
+            return sweep_pair(state, K, delta)[0]
+
+        one = jax.jit(sweep)
+        for _ in range(2):  # leave the initial state (a = 0)
+            state = one(state, K, delta)
+
+        @jax.jit
+        def many(state, K, delta):
+            return jax.lax.fori_loop(0, n_inner, lambda i, s: sweep(s, K, delta), state)
+
+        comp, many_c = compile_time(many, state, K, delta)
+    finally:
+        simplex.PAIR_PATH = old
+    t, t_med = best_time(many_c, state, K, delta, reps=reps)
+    row = {"N": N, "P": P, "C": C, "sampler": "default (collapsed_log)",
+           "pair_path": pair_path, "residual": simplex.uses_residual_path(P, pair_path),
+           "sweep_s": t / n_inner, "sweep_s_median": t_med / n_inner, "compile_s": comp,
+           "kernel_gib": K.nbytes / 2**30, "rss_gib": current_rss_gib(),
+           "peak_rss_gib": rss_gib(), "loadavg_1min_before": load0,
+           "loadavg_1min_after": os.getloadavg()[0]}  # fmt: skip
+    del K
+    return row
+
+
+def default_rows(reps):
+    rows = []
+    for path in DEFAULT_PATHS:
+        for P in DEFAULT_P:
+            rows.append(time_default_sweep(145, P, path, reps=reps))
+            print(rows[-1], flush=True)
+    return rows
+
+
+def default_summary(rows):
+    """sweep_s(P = 8,000) / sweep_s(P = 800) per route."""
+    out = {}
+    for path in DEFAULT_PATHS:
+        t = {r["P"]: r["sweep_s"] for r in rows if r["pair_path"] == path}
+        if all(P in t for P in DEFAULT_P):
+            out[path] = t[DEFAULT_P[-1]] / t[DEFAULT_P[0]]
+    return out
+
+
+def default_markdown(rows, ratios):
+    cols = ["N", "P", "pair_path", "residual", "sweep_s", "sweep_s_median", "compile_s",
+            "peak_rss_gib", "loadavg_1min_before", "loadavg_1min_after"]  # fmt: skip
+    fmt = {c: "{:.3g}" for c in cols}
+    ratio = ", ".join(f"{k}: {v:.2f}" for k, v in ratios.items())
+    return (
+        "\n## The default sampler at N = 145 (issue 47: P = 8,000 / P = 800 ≤ 11)\n\n"
+        "SweepConfig() (collapsed_log, default prior, η = 2: slice draws), one chain, C = 1; "
+        "`auto` is what the sampler runs, `gram` forces the P × P matrix M (the route before "
+        f"issue 47). Ratio sweep_s(8000)/sweep_s(800): {ratio}. The machine is shared: see "
+        "the load averages.\n\n" + md_table(rows, cols, fmt)
+    )
 
 
 def time_sweep(N, P, C=1, reps=5, n_inner=5):
@@ -78,8 +166,24 @@ def slope(x, y):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions, smaller grids")
+    ap.add_argument(
+        "--default-only",
+        action="store_true",
+        help="only the default sampler's rows, merged into results/scaling.json",
+    )
     args = ap.parse_args(argv)
     reps = 3 if args.quick else 5
+    if args.default_only:
+        path = RESULTS / "scaling.json"
+        old = json.loads(path.read_text())
+        rows_d = default_rows(reps=3)
+        ratios = default_summary(rows_d)
+        old.pop("benchmark", None)
+        old.pop("machine", None)
+        payload = {**old, "default_P": rows_d, "default_ratio_P8000_P800": ratios}
+        md = (RESULTS / "scaling.md").read_text().split("\n## The default sampler")[0]
+        write_results("scaling", payload, md.rstrip("\n") + "\n" + default_markdown(rows_d, ratios))
+        return
     p_sizes = P_SIZES if not args.quick else (800, 2000, 4000)
     n_sizes = N_SIZES if not args.quick else (100, 200, 400)
     t0 = time.time()
@@ -90,6 +194,8 @@ def main(argv=None):
     for N in n_sizes:
         rows_n.append(time_sweep(N, 100, reps=reps))
         print(rows_n[-1], flush=True)
+    rows_d = default_rows(reps=3)
+    ratios = default_summary(rows_d)
     s_p = slope([r["P"] for r in rows_p], [r["sweep_s"] for r in rows_p])
     s_n = slope([r["N"] for r in rows_n], [r["sweep_s"] for r in rows_n])
     # the slope over the two largest N, where the N³ term should dominate
@@ -101,10 +207,13 @@ def main(argv=None):
         f"## P at N = 145 (log-log slope {s_p:.2f}; expected ≈ 1)\n\n"
         + md_table(rows_p, cols, fmt)
         + f"\n## N at P = 100 (log-log slope {s_n:.2f} overall, {s_n_top:.2f} over the two "
-        "largest N; expected ≤ 3)\n\n" + md_table(rows_n, cols, fmt)
+        "largest N; expected ≤ 3)\n\n"
+        + md_table(rows_n, cols, fmt)
+        + default_markdown(rows_d, ratios)
     )
     write_results("scaling", {"vary_P": rows_p, "vary_N": rows_n, "slope_P": s_p,
-                              "slope_N": s_n, "slope_N_top": s_n_top,
+                              "slope_N": s_n, "slope_N_top": s_n_top, "default_P": rows_d,
+                              "default_ratio_P8000_P800": ratios,
                               "wall_s": time.time() - t0, "quick": args.quick}, md)  # fmt: skip
 
 
