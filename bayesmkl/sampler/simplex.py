@@ -322,9 +322,11 @@ def _residual_sweep(key, w, D, r, eta, n_pairs, eta_is_one):
     def body(i, carry):
         w, r, capped = carry
         j, k, k_x = _pick_pair(key, i, P)
-        c = w[j] + w[k]
+        # the barrier makes XLA read w_j, w_k before it updates w in place; without it, w
+        # (P,) was copied at every update: O(P) per pair, 5 µs at P = 8,000 against 0.01
+        wj, wk, w = jax.lax.optimization_barrier((w[j], w[k], w))
+        c = wj + wk
         d, q, dg = _residual_edge(D, r, j, k)
-        wj = w[j]
         x, hit = _edge_draw(k_x, wj, c, q, dg, eta[j], eta[k], eta_is_one)
         s = x - wj
         w = w.at[j].set(x).at[k].set(c - x)
