@@ -36,6 +36,8 @@ import jax.numpy as jnp
 from jax.scipy.stats import norm
 from numpyro.infer.hmc_util import dual_averaging
 
+from bayesmkl.sampler.simplex import LARGE_P
+
 E_FLOOR = 1e-12  # relative floor e_m ≥ 1e-12·S of the stable move (docs/math.md §4.3, item 3)
 DIVERGENCE_ENERGY = 1000.0
 
@@ -128,10 +130,14 @@ def exact_hmc_move(
     ridge between near-collinear kernels.
     """
     to_u, to_e, v_and_grad = POSITIONS[position]
+    P = e.shape[0]
+    if mass_sqrt is None and P < LARGE_P:
+        mass_sqrt = jnp.eye(P)  # the products below as before: bit for bit the old draws
     if mass_sqrt is None:
-        # identity mass: no P × P products (at P = 8,000 the two per leapfrog step took 11 s
-        # of a 13 s sweep, under load; issue 47). The same numbers: I·g = g exactly for finite
-        # g, and a non-finite g makes the trajectory non-finite (rejected) either way.
+        # identity mass from LARGE_P kernels on: no P × P products (at P = 8,000 the two per
+        # leapfrog step took 11 s of a 13 s sweep, under load; issue 47). The same draws up
+        # to rounding: I·g = g, but XLA compiles the step otherwise (last bits differed).
+
         def lmt(g):
             return g
 

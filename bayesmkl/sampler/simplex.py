@@ -37,6 +37,7 @@ from bayesmkl.sampler.random import gamma
 __all__ = [
     "CAP_SLICE_W",
     "CAP_TRUNCNORM",
+    "LARGE_P",
     "REJECT_MAX_ROUNDS",
     "SLICE_MAX_STEPS",
     "PAIR_PATH",
@@ -70,14 +71,20 @@ CAP_TRUNCNORM = 2
 PAIR_PATHS = ("auto", "gram", "residual")
 #: The route :func:`sample_w_exact` takes when not told (read when it is traced).
 PAIR_PATH = "auto"
-#: Smallest P for which ``"auto"`` takes the residual route. Measured (issue 47; 4P pair
-#: updates, η = 2 and 1, one chain and four vmapped, 2 shared cores): the two routes cost the
-#: same within noise up to P = 128 (M is a fast GEMM there and O(P) ≈ O(C N) per pair), and
-#: from P = 256 on the residual route was faster, 1.7–16× at (C, N) = (1, 24), (3, 24),
-#: (3, 60), (1, 145) for P = 256…1600; only at C·N = 3,000 it was still 20 % slower at P = 256
-#: and 1.8× faster at 512. Below this P the sampler keeps the M route, bit for bit the
-#: arithmetic it had before (the reference draws of tests/behaviour use small P).
-RESIDUAL_MIN_P = 256
+#: From this many kernels on the sampler takes its large-P forms (issue 47), each of which adds
+#: in another order than before and so changes the last bits: the pair updates without M
+#: (``"auto"`` route of :func:`sample_w_exact`), the fast contractions of the collapsed target
+#: (:data:`bayesmkl.sampler.collapsed.FAST_CONTRACTION_MIN_P`) and the identity mass without
+#: P × P products (:func:`bayesmkl.sampler.moves.exact_hmc_move`). Below it the sampler keeps
+#: its arithmetic bit for bit (the reference draws of tests/behaviour use small P). Measured
+#: for the pair updates (4P of them, η = 2 and 1, one chain and four vmapped, 2 shared cores):
+#: the two routes cost the same within noise up to P = 128 (M is a fast GEMM there and O(P)
+#: ≈ O(C N) per pair), and from P = 256 on the residual route was faster, 1.7–16× at
+#: (C, N) = (1, 24), (3, 24), (3, 60), (1, 145) for P = 256…1600; only at C·N = 3,000 it was
+#: still 20 % slower at P = 256 and 1.8× faster at 512.
+LARGE_P = 256
+#: Smallest P for which ``"auto"`` takes the residual route.
+RESIDUAL_MIN_P = LARGE_P
 
 
 def quadratic_form(Phi, b, T, V):
