@@ -2,11 +2,9 @@
 
 Also the default sampler's sweep (``SweepConfig()``: move ``"collapsed_log"``, the default
 prior, η = 2 so the pair updates slice-sample) at N = 145 and P = 800 and 8,000, the sizes of
-issue 47 (target: time(P = 8,000) / time(P = 800) ≤ 11), once with the pair updates the
-sampler picks (``pair_path="auto"``: :data:`bayesmkl.sampler.simplex.RESIDUAL_MIN_P`) and
-once forcing the route that forms the P × P matrix M (``"gram"``, the route before issue 47).
-Each row records the 1-minute load average before and after it (the machine is shared, so a
-row's time is only as good as its load).
+issue 47 (target: time(P = 8,000) / time(P = 800) ≤ 11). Each row records the 1-minute load
+average before and after it (the machine is shared, so a row's time is only as good as its
+load).
 
 For each size: the per-sweep time of :func:`bayesmkl.sampler.sweep` (``move="stable"``,
 L = 10; timed as a jitted loop of sweeps, compile apart) and the process's resident memory
@@ -18,8 +16,10 @@ Usage::
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/scaling.py [--quick] [--default-only]
 
-``--default-only`` times only the default sampler's rows and replaces them (key ``default_P``)
-in the existing ``results/scaling.json``, keeping its other rows.
+``--default-only`` times only the default sampler's rows and replaces them (key ``default_P``,
+or ``default_P_LABEL`` with ``--label LABEL``) in the existing ``results/scaling.json``, keeping
+its other rows. The rows "before" issue 47 were written by this script with the package of
+the commit before it first on ``PYTHONPATH`` and ``--label before``.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from _common import (  # noqa: E402
     best_time,
     compile_time,
     current_rss_gib,
+    git_commit,
     md_table,
     rss_gib,
     synthetic_kernels,
@@ -55,20 +56,21 @@ jax.config.update("jax_enable_x64", True)
 
 P_SIZES = (800, 2000, 8000)
 N_SIZES = (100, 200, 400, 800)
-#: the default sampler's sizes (issue 47) and its pair-update routes ("gram": before issue 47)
+#: the default sampler's sizes (issue 47)
 DEFAULT_P = (800, 8000)
-DEFAULT_PATHS = ("auto", "gram")
 
 
-def time_default_sweep(N, P, pair_path, C=1, reps=3, n_inner=3):
-    """Seconds per sweep of the default sampler (``SweepConfig()``), compile excluded, with
-    the pair updates' route forced to ``pair_path`` (:data:`bayesmkl.sampler.simplex.
-    PAIR_PATHS`)."""
+def time_default_sweep(N, P, C=1, reps=3, n_inner=3, pair_path=None):
+    """Seconds per sweep of the default sampler (``SweepConfig()``), compile excluded;
+    ``pair_path`` forces the route of the pair updates (:data:`bayesmkl.sampler.simplex.
+    PAIR_PATHS`; ``None``: the sampler's choice, and the only setting a package from before
+    issue 47 knows)."""
     load0 = os.getloadavg()[0]
     K, delta = synthetic_kernels(P, N, C)
     config = SweepConfig().validate()
-    old = simplex.PAIR_PATH
-    simplex.PAIR_PATH = pair_path  # read when the sweep is traced, below
+    old = getattr(simplex, "PAIR_PATH", None)
+    if pair_path is not None:
+        simplex.PAIR_PATH = pair_path  # read when the sweep is traced, below
     try:
         state = init_state(CLASSIFICATION, jax.random.key(0), K, delta, config).state
         sweep_pair = build_sweep(CLASSIFICATION, config, 0)
@@ -86,10 +88,12 @@ def time_default_sweep(N, P, pair_path, C=1, reps=3, n_inner=3):
 
         comp, many_c = compile_time(many, state, K, delta)
     finally:
-        simplex.PAIR_PATH = old
+        if pair_path is not None:
+            simplex.PAIR_PATH = old
     t, t_med = best_time(many_c, state, K, delta, reps=reps)
-    row = {"N": N, "P": P, "C": C, "sampler": "default (collapsed_log)",
-           "pair_path": pair_path, "residual": simplex.uses_residual_path(P, pair_path),
+    row = {"N": N, "P": P, "C": C, "sampler": "default (SweepConfig(): collapsed_log)",
+           "pair_path": pair_path or getattr(simplex, "PAIR_PATH", "gram (before issue 47)"),
+           "package_commit": git_commit(Path(simplex.__file__).resolve().parents[2]),
            "sweep_s": t / n_inner, "sweep_s_median": t_med / n_inner, "compile_s": comp,
            "kernel_gib": K.nbytes / 2**30, "rss_gib": current_rss_gib(),
            "peak_rss_gib": rss_gib(), "loadavg_1min_before": load0,
@@ -100,35 +104,38 @@ def time_default_sweep(N, P, pair_path, C=1, reps=3, n_inner=3):
 
 def default_rows(reps):
     rows = []
-    for path in DEFAULT_PATHS:
-        for P in DEFAULT_P:
-            rows.append(time_default_sweep(145, P, path, reps=reps))
-            print(rows[-1], flush=True)
+    for P in DEFAULT_P:
+        rows.append(time_default_sweep(145, P, reps=reps))
+        print(rows[-1], flush=True)
     return rows
 
 
-def default_summary(rows):
-    """sweep_s(P = 8,000) / sweep_s(P = 800) per route."""
-    out = {}
-    for path in DEFAULT_PATHS:
-        t = {r["P"]: r["sweep_s"] for r in rows if r["pair_path"] == path}
-        if all(P in t for P in DEFAULT_P):
-            out[path] = t[DEFAULT_P[-1]] / t[DEFAULT_P[0]]
-    return out
+def default_ratio(rows):
+    """sweep_s(P = 8,000) / sweep_s(P = 800)."""
+    t = {r["P"]: r["sweep_s"] for r in rows}
+    return t[DEFAULT_P[-1]] / t[DEFAULT_P[0]] if all(P in t for P in DEFAULT_P) else None
 
 
-def default_markdown(rows, ratios):
-    cols = ["N", "P", "pair_path", "residual", "sweep_s", "sweep_s_median", "compile_s",
-            "peak_rss_gib", "loadavg_1min_before", "loadavg_1min_after"]  # fmt: skip
-    fmt = {c: "{:.3g}" for c in cols}
-    ratio = ", ".join(f"{k}: {v:.2f}" for k, v in ratios.items())
-    return (
-        "\n## The default sampler at N = 145 (issue 47: P = 8,000 / P = 800 ≤ 11)\n\n"
-        "SweepConfig() (collapsed_log, default prior, η = 2: slice draws), one chain, C = 1; "
-        "`auto` is what the sampler runs, `gram` forces the P × P matrix M (the route before "
-        f"issue 47). Ratio sweep_s(8000)/sweep_s(800): {ratio}. The machine is shared: see "
-        "the load averages.\n\n" + md_table(rows, cols, fmt)
-    )
+DEFAULT_COLS = ["N", "P", "pair_path", "package_commit", "sweep_s", "sweep_s_median", "compile_s",
+                "peak_rss_gib", "loadavg_1min_before", "loadavg_1min_after"]  # fmt: skip
+
+
+def default_markdown(payload):
+    """The default sampler's section: its rows and those of other packages (``default_P_*``)."""
+    fmt = {c: "{:.3g}" for c in DEFAULT_COLS}
+    out = [
+        "\n## The default sampler at N = 145 (issue 47: sweep_s(8000) / sweep_s(800) ≤ 11)\n",
+        "SweepConfig() (collapsed_log, default prior, η = 2: slice draws), one chain, C = 1, "
+        "float64 kernels. The machine is shared (2 cores): each row records the 1-minute load "
+        "average before and after it.\n",
+    ]
+    for key in sorted(k for k in payload if k.startswith("default_P")):
+        rows = payload[key]
+        label = key.removeprefix("default_P").strip("_") or "this package"
+        ratio = default_ratio(rows)
+        ratio_s = "n/a" if ratio is None else f"{ratio:.2f}"
+        out.append(f"### {label} (ratio {ratio_s})\n\n" + md_table(rows, DEFAULT_COLS, fmt))
+    return "\n".join(out)
 
 
 def time_sweep(N, P, C=1, reps=5, n_inner=5):
@@ -171,18 +178,23 @@ def main(argv=None):
         action="store_true",
         help="only the default sampler's rows, merged into results/scaling.json",
     )
+    ap.add_argument(
+        "--label",
+        help="store the default sampler's rows as default_P_LABEL (e.g. 'before', with "
+        "PYTHONPATH at an older package)",
+    )
     args = ap.parse_args(argv)
     reps = 3 if args.quick else 5
     if args.default_only:
         path = RESULTS / "scaling.json"
-        old = json.loads(path.read_text())
-        rows_d = default_rows(reps=3)
-        ratios = default_summary(rows_d)
-        old.pop("benchmark", None)
-        old.pop("machine", None)
-        payload = {**old, "default_P": rows_d, "default_ratio_P8000_P800": ratios}
+        payload = json.loads(path.read_text())
+        payload.pop("benchmark", None)
+        payload.pop("machine", None)
+        key = "default_P" + (f"_{args.label}" if args.label else "")
+        payload[key] = default_rows(reps=3)
+        payload[key.replace("default_P", "default_ratio_P8000_P800")] = default_ratio(payload[key])
         md = (RESULTS / "scaling.md").read_text().split("\n## The default sampler")[0]
-        write_results("scaling", payload, md.rstrip("\n") + "\n" + default_markdown(rows_d, ratios))
+        write_results("scaling", payload, md.rstrip("\n") + "\n" + default_markdown(payload))
         return
     p_sizes = P_SIZES if not args.quick else (800, 2000, 4000)
     n_sizes = N_SIZES if not args.quick else (100, 200, 400)
@@ -195,7 +207,6 @@ def main(argv=None):
         rows_n.append(time_sweep(N, 100, reps=reps))
         print(rows_n[-1], flush=True)
     rows_d = default_rows(reps=3)
-    ratios = default_summary(rows_d)
     s_p = slope([r["P"] for r in rows_p], [r["sweep_s"] for r in rows_p])
     s_n = slope([r["N"] for r in rows_n], [r["sweep_s"] for r in rows_n])
     # the slope over the two largest N, where the N³ term should dominate
@@ -209,11 +220,11 @@ def main(argv=None):
         + f"\n## N at P = 100 (log-log slope {s_n:.2f} overall, {s_n_top:.2f} over the two "
         "largest N; expected ≤ 3)\n\n"
         + md_table(rows_n, cols, fmt)
-        + default_markdown(rows_d, ratios)
+        + default_markdown({"default_P": rows_d})
     )
     write_results("scaling", {"vary_P": rows_p, "vary_N": rows_n, "slope_P": s_p,
                               "slope_N": s_n, "slope_N_top": s_n_top, "default_P": rows_d,
-                              "default_ratio_P8000_P800": ratios,
+                              "default_ratio_P8000_P800": default_ratio(rows_d),
                               "wall_s": time.time() - t0, "quick": args.quick}, md)  # fmt: skip
 
 

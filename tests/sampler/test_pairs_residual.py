@@ -162,3 +162,76 @@ def test_the_sweep_takes_the_forced_route(monkeypatch, forced):
     jax.make_jaxpr(build_sweep(CLASSIFICATION, config, 0))(state, K, delta)
     want = "residual" if forced == "residual" else "gram"
     assert calls[want] == 1 and sum(calls.values()) == 1, calls
+
+
+# --------------------------------------------------------------------------------------------
+# The other large-P forms: the collapsed target's contractions, the identity mass
+# --------------------------------------------------------------------------------------------
+
+
+def test_fast_contractions_give_the_collapsed_target_and_its_gradient():
+    """``fast=True`` (the large-P forms of :mod:`bayesmkl.sampler.collapsed`) and the autodiff
+    forms give the same gathered columns, Φ_I (to 1e-12), potential and gradient (to 1e-10),
+    C = 1 and 3."""
+    from bayesmkl.sampler import collapsed as coll
+
+    for C in (1, 3):
+        pb = make_problem(seed=20 + C, N=9, C=C, P=6)
+        K, a, nu = (jnp.asarray(pb[k]) for k in ("K", "a", "nu"))
+        Phi = cond.per_kernel_decisions(K, a)
+        T, V = _tv(pb)
+        eta = jnp.full(6, 1.7)
+        out = {}
+        for fast in (False, True):
+            data = coll.collapsed_setup(K, a, nu, Phi, 4, fast=fast)
+            pg = coll.collapsed_potential_and_grad(data, T, V, 0.5, eta, fast=fast)
+            out[fast] = (data, *jax.jit(pg)(jnp.asarray(pb["e"])))
+        (d0, U0, g0), (d1, U1, g1) = out[False], out[True]
+        np.testing.assert_array_equal(d1.K_A, d0.K_A)
+        np.testing.assert_allclose(d1.Phi_I, d0.Phi_I, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(U1, U0, rtol=1e-12)
+        assert float(jnp.max(jnp.abs(g0))) > 1e-2  # a non-trivial gradient
+        np.testing.assert_allclose(g1, g0, rtol=1e-10, atol=1e-12)
+
+
+def test_large_p_forms_switch_at_large_p():
+    """The collapsed target's fast forms and the residual route share the threshold LARGE_P."""
+    from bayesmkl.sampler import collapsed as coll
+
+    m = simplex.LARGE_P
+    assert simplex.RESIDUAL_MIN_P == coll.FAST_CONTRACTION_MIN_P == m
+    assert not coll.uses_fast_contraction(m - 1) and coll.uses_fast_contraction(m)
+    assert coll.uses_fast_contraction(3, True) and not coll.uses_fast_contraction(m, False)
+
+
+def _shapes(jaxpr):
+    """Shapes of every value an equation of ``jaxpr`` (and its sub-programs) produces."""
+    out = []
+    for eqn in jaxpr.eqns:
+        out += [tuple(getattr(v.aval, "shape", ())) for v in eqn.outvars]
+        for p in eqn.params.values():
+            for sub in p if isinstance(p, (tuple, list)) else (p,):
+                if hasattr(sub, "eqns"):
+                    out += _shapes(sub)
+                elif hasattr(sub, "jaxpr") and hasattr(sub.jaxpr, "eqns"):
+                    out += _shapes(sub.jaxpr)
+    return out
+
+
+@pytest.mark.parametrize("path", ["auto", "gram"])
+def test_default_sweep_at_large_p_forms_no_p_by_p_array(monkeypatch, path):
+    """The default sweep with P = LARGE_P kernels computes no P × P array (issue 47: the
+    kernel-weight step is linear in P): no equation of its program outputs shape (P, P).
+    Forcing the M route (``"gram"``) does form one, so the check can fail."""
+    monkeypatch.setattr(simplex, "PAIR_PATH", path)
+    P, N = simplex.LARGE_P, 6
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(N, 2))
+    d2 = np.sum((X[:, None] - X[None]) ** 2, axis=-1)
+    K = jnp.asarray(np.exp(-d2[None] / np.geomspace(0.1, 10.0, P)[:, None, None]))
+    delta = jnp.asarray(np.where(np.arange(N) % 2 == 0, 1.0, -1.0)[None])
+    config = SweepConfig().validate()
+    state = init_state(CLASSIFICATION, jax.random.key(0), K, delta, config).state
+    jaxpr = jax.make_jaxpr(build_sweep(CLASSIFICATION, config, 10))(state, K, delta).jaxpr
+    has_pp = (P, P) in _shapes(jaxpr)
+    assert has_pp == (path == "gram")
