@@ -122,7 +122,7 @@ DEFAULT_COLS = ["N", "P", "pair_path", "package_commit", "sweep_s", "sweep_s_med
 
 def default_markdown(payload):
     """The default sampler's section: its rows and those of other packages (``default_P_*``)."""
-    fmt = {c: "{:.3g}" for c in DEFAULT_COLS}
+    fmt = {c: "{:.3g}" for c in DEFAULT_COLS if c not in ("N", "P")}
     out = [
         "\n## The default sampler at N = 145 (issue 47: sweep_s(8000) / sweep_s(800) ≤ 11)\n",
         "SweepConfig() (collapsed_log, default prior, η = 2: slice draws), one chain, C = 1, "
@@ -189,7 +189,9 @@ def main(argv=None):
         path = RESULTS / "scaling.json"
         payload = json.loads(path.read_text())
         payload.pop("benchmark", None)
-        payload.pop("machine", None)
+        # write_results records this run's machine; keep the one of the other rows' run
+        machine = payload.pop("machine", None)
+        payload.setdefault("machine_vary_P_N", machine)
         key = "default_P" + (f"_{args.label}" if args.label else "")
         payload[key] = default_rows(reps=3)
         payload[key.replace("default_P", "default_ratio_P8000_P800")] = default_ratio(payload[key])
