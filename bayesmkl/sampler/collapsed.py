@@ -128,8 +128,10 @@ def collapsed_setup(K, a, nu, Phi, n_active: int, *, fast: bool | None = None) -
     nu_A = jnp.take_along_axis(nu, idx, axis=1)
     if uses_fast_contraction(K.shape[0], fast):
         Phi_A = jnp.sum(K_A * a_A[None, :, None, :], axis=-1)
-    else:
-        Phi_A = jnp.einsum("pcns,cs->pcn", K_A, a_A)
+        # the barrier keeps XLA from fusing the gather into the move's 12 evaluations: one
+        # jitted setup + HMC took 3.65 s at P = 8,000 against 0.80 + 0.81 s apart, 2.35 s with it
+        return jax.lax.optimization_barrier(CollapsedData(K_A, jnp.sqrt(nu_A), Phi - Phi_A))
+    Phi_A = jnp.einsum("pcns,cs->pcn", K_A, a_A)
     return CollapsedData(K_A, jnp.sqrt(nu_A), Phi - Phi_A)
 
 
