@@ -40,7 +40,12 @@ Usage::
 
     OPENBLAS_NUM_THREADS=1 nohup nice -n 5 .venv/bin/python benchmarks/sbc.py \\
         [--reps 200] [--wrong-reps 50] [--problems binary,3-class] [--variants no_log_jacobian]
-        [--tiny] [--out STEM] [--fresh] [--summary-only]
+        [--tiny] [--out STEM] [--fresh] [--summary-only] [--pair-path residual]
+
+``--pair-path`` forces the route of the pairwise kernel-weight updates
+(:data:`bayesmkl.sampler.simplex.PAIR_PATHS`; at P = 4 the sampler's own choice is ``"gram"``,
+which forms M): a forced run records the route in its settings and writes
+``results/sbc_pairs_<route>`` unless ``--out`` says otherwise.
 """
 
 from __future__ import annotations
@@ -64,7 +69,7 @@ from _common import RESULTS, UnitStore, json_default, machine_info, md_table, wr
 from bayesmkl.estimators._fitting import enable_compilation_cache  # noqa: E402
 from bayesmkl.model.classification import PRIORS, combine_kernels, decision_values, log_joint  # noqa: E402
 from bayesmkl.sampler import conditionals as cond  # noqa: E402
-from bayesmkl.sampler import moves, runner  # noqa: E402
+from bayesmkl.sampler import moves, runner, simplex  # noqa: E402
 from bayesmkl.sampler.runner import ChainRunner  # noqa: E402
 from bayesmkl.sampler.sampler import BM3KL  # noqa: E402
 
@@ -346,17 +351,25 @@ def main(argv=None):
     ap.add_argument("--out", help="results path stem (default benchmarks/results/sbc)")
     ap.add_argument("--fresh", action="store_true", help="ignore the units already in the JSON")
     ap.add_argument("--summary-only", action="store_true", help="summarise the finished units")
+    ap.add_argument("--pair-path", default="auto", choices=simplex.PAIR_PATHS,
+                    help="route of the pair updates (auto: the sampler's choice)")  # fmt: skip
     args = ap.parse_args(argv)
+    simplex.PAIR_PATH = args.pair_path  # before anything is traced
     cfg = TINY if args.tiny else FULL
     enable_compilation_cache()  # a restart loads the compiled chunks
     hyper = PRIORS["default"]
-    out = Path(args.out) if args.out else RESULTS / ("sbc_tiny" if args.tiny else "sbc")
+    stem = "sbc_tiny" if args.tiny else "sbc"
+    if args.pair_path != "auto":
+        stem += f"_pairs_{args.pair_path}"
+    out = Path(args.out) if args.out else RESULTS / stem
     settings = {
         **cfg,
         "L": cfg["chains"] * cfg["per_chain"],
         "prior": dict(hyper._asdict()),
         "sampler": "collapsed_log, step 0.01, 10 leapfrog, nu gibbs, n_active 32",
     }
+    if args.pair_path != "auto":  # (absent otherwise: older results files stay resumable)
+        settings["pair_path"] = args.pair_path
     store = UnitStore(out.with_suffix(".json"), settings, fresh=args.fresh, default=json_default)
     problems = args.problems.split(",")
     units = [(p, "correct", r) for r in range(args.reps) for p in problems]

@@ -36,6 +36,8 @@ import jax.numpy as jnp
 from jax.scipy.stats import norm
 from numpyro.infer.hmc_util import dual_averaging
 
+from bayesmkl.sampler.simplex import LARGE_P
+
 E_FLOOR = 1e-12  # relative floor e_m ≥ 1e-12·S of the stable move (docs/math.md §4.3, item 3)
 DIVERGENCE_ENERGY = 1000.0
 
@@ -127,9 +129,27 @@ def exact_hmc_move(
     same leapfrog in x = L⁻¹u, which aligns the steps with correlated directions such as the
     ridge between near-collinear kernels.
     """
-    if mass_sqrt is None:
-        mass_sqrt = jnp.eye(e.shape[0])
     to_u, to_e, v_and_grad = POSITIONS[position]
+    P = e.shape[0]
+    if mass_sqrt is None and P < LARGE_P:
+        mass_sqrt = jnp.eye(P)  # the products below as before: bit for bit the old draws
+    if mass_sqrt is None:
+        # identity mass from LARGE_P kernels on: no P × P products (at P = 8,000 the two per
+        # leapfrog step took 11 s of a 13 s sweep, under load; issue 47). The same draws up
+        # to rounding: I·g = g, but XLA compiles the step otherwise (last bits differed).
+
+        def lmt(g):
+            return g
+
+        def lm(p):
+            return p
+    else:
+
+        def lmt(g):
+            return mass_sqrt.T @ g
+
+        def lm(p):
+            return mass_sqrt @ p
 
     def vgrad(u):
         return v_and_grad(u, *pg(to_e(u)))
@@ -140,10 +160,10 @@ def exact_hmc_move(
 
     def leap(carry, _):
         u, p, g = carry
-        p = p - 0.5 * step_size * (mass_sqrt.T @ g)
-        u = u + step_size * (mass_sqrt @ p)
+        p = p - 0.5 * step_size * lmt(g)
+        u = u + step_size * lm(p)
         _, g = vgrad(u)
-        p = p - 0.5 * step_size * (mass_sqrt.T @ g)
+        p = p - 0.5 * step_size * lmt(g)
         return (u, p, g), None
 
     (u1, p1, _), _ = jax.lax.scan(leap, (u0, p0, g0), None, length=n_leapfrog)

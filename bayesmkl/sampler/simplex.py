@@ -19,7 +19,10 @@ an exact Gibbs step, so the sweep has no step size and nothing to tune. After th
 scale is drawn exactly, e = w · Gamma(Ση, 1) (docs/math.md §2.1).
 
 Cost: M costs O(P² C N) once per sweep (one GEMM); each pair update costs O(P) for the
-gradient update g ← g + s (M_·j − M_·k).
+gradient update g ← g + s (M_·j − M_·k). From P = :data:`RESIDUAL_MIN_P` kernels on the pair
+updates run without M (:func:`pairwise_gibbs_residual`): they carry the scaled residual
+r = (T − b − Σ_m w_m Φ_m)/√V instead of g, so each costs O(C N) and the sweep O(P C N) in all;
+the conditionals and the draws are the same, the arithmetic differs in the last bits.
 """
 
 from __future__ import annotations
@@ -34,12 +37,18 @@ from bayesmkl.sampler.random import gamma
 __all__ = [
     "CAP_SLICE_W",
     "CAP_TRUNCNORM",
+    "LARGE_P",
     "REJECT_MAX_ROUNDS",
     "SLICE_MAX_STEPS",
+    "PAIR_PATH",
+    "PAIR_PATHS",
+    "RESIDUAL_MIN_P",
     "pairwise_gibbs",
+    "pairwise_gibbs_residual",
     "quadratic_form",
     "sample_w_exact",
     "truncated_normal",
+    "uses_residual_path",
 ]
 
 _EDGE = 1e-15  # draws are kept inside [c·_EDGE, c·(1 − _EDGE)] so that log w stays finite
@@ -54,6 +63,28 @@ REJECT_MAX_ROUNDS = 1000
 #: Bits of the ``capped`` flag: which loop stopped at its cap (the sweep's ``State.capped``).
 CAP_SLICE_W = 1
 CAP_TRUNCNORM = 2
+
+#: Routes of the pair updates of :func:`sample_w_exact`: ``"gram"`` forms M = Σ Φ Φᵀ/V once per
+#: sweep (O(P² C N)) and updates the gradient in O(P) per pair (:func:`pairwise_gibbs`);
+#: ``"residual"`` never forms M and updates the residual in O(C N) per pair
+#: (:func:`pairwise_gibbs_residual`); ``"auto"`` picks by :data:`RESIDUAL_MIN_P`.
+PAIR_PATHS = ("auto", "gram", "residual")
+#: The route :func:`sample_w_exact` takes when not told (read when it is traced).
+PAIR_PATH = "auto"
+#: From this many kernels on the sampler takes its large-P forms (issue 47), each of which adds
+#: in another order than before and so changes the last bits: the pair updates without M
+#: (``"auto"`` route of :func:`sample_w_exact`), the fast contractions of the collapsed target
+#: (:data:`bayesmkl.sampler.collapsed.FAST_CONTRACTION_MIN_P`) and the identity mass without
+#: P × P products (:func:`bayesmkl.sampler.moves.exact_hmc_move`). Below it the sampler keeps
+#: its arithmetic bit for bit (the reference draws of tests/behaviour use small P). Measured
+#: for the pair updates (4P of them, η = 2 and 1, one chain and four vmapped, 2 shared cores):
+#: the two routes cost the same within noise up to P = 128 (M is a fast GEMM there and O(P)
+#: ≈ O(C N) per pair), and from P = 256 on the residual route was faster, 1.7–16× at
+#: (C, N) = (1, 24), (3, 24), (3, 60), (1, 145) for P = 256…1600; only at C·N = 3,000 it was
+#: still 20 % slower at P = 256 and 1.8× faster at 512.
+LARGE_P = 256
+#: Smallest P for which ``"auto"`` takes the residual route.
+RESIDUAL_MIN_P = LARGE_P
 
 
 def quadratic_form(Phi, b, T, V):
@@ -217,33 +248,11 @@ def pairwise_gibbs(
 
     def body(i, carry):
         w, g, capped = carry
-        k_i = jax.random.fold_in(key, i)
-        k_j, k_k, k_x = jax.random.split(k_i, 3)
-        j = jax.random.randint(k_j, (), 0, P)
-        k = (j + jax.random.randint(k_k, (), 1, P)) % P
+        j, k, k_x = _pick_pair(key, i, P)
         c = w[j] + w[k]
         q = jnp.maximum(M[j, j] + M[k, k] - 2.0 * M[j, k], 0.0)
         wj = w[j]
-        logpdf = _edge_logpdf(wj, g, j, k, q, eta, c)
-
-        def slice_draw():
-            x, hit = _slice_segment(k_x, wj, c, logpdf, return_capped=True)
-            return x, jnp.where(hit, jnp.int32(CAP_SLICE_W), jnp.int32(0))
-
-        if eta_is_one:
-            # q = 0 (identical kernels along this edge): the conditional is exponential-linear
-            # (uniform when g_j = g_k); slice sampling covers that case exactly.
-            def tn_draw():
-                qq = jnp.where(q > 0, q, 1.0)
-                x, hit = truncated_normal(
-                    k_x, wj - (g[j] - g[k]) / qq, 1.0 / jnp.sqrt(qq), 0.0, c, return_capped=True
-                )
-                return x, jnp.where(hit, jnp.int32(CAP_TRUNCNORM), jnp.int32(0))
-
-            x, hit = jax.lax.cond(q > 0, tn_draw, slice_draw)
-        else:
-            x, hit = slice_draw()
-        x = jnp.clip(x, c * _EDGE, c * (1.0 - _EDGE))
+        x, hit = _edge_draw(k_x, wj, c, q, g[j] - g[k], eta[j], eta[k], eta_is_one)
         s = x - wj
         w = w.at[j].set(x).at[k].set(c - x)
         g = g + s * (M[:, j] - M[:, k])
@@ -253,33 +262,167 @@ def pairwise_gibbs(
     return (w, capped) if return_capped else w
 
 
-def _edge_logpdf(wj, g, j, k, q, eta, c):
+def pairwise_gibbs_residual(
+    key, w, Phi, b, T, V, eta, n_pairs: int, *, eta_is_one: bool = True,
+    return_capped: bool = False,
+):  # fmt: skip
+    """The same ``n_pairs`` exact pairwise Gibbs updates as :func:`pairwise_gibbs`, without M.
+
+    It carries the scaled residual r = (T − b − Σ_m w_m Φ_m)/√V (C, N) instead of the
+    gradient g = Mw − v: with D_m = Φ_m/√V and d = D_j − D_k, the edge (j, k) has
+    q = ‖d‖² (= M_jj + M_kk − 2M_jk) and g_j − g_k = −⟨d, r⟩, and after the draw
+    r ← r − (x − w_j) d. Each update costs O(C N) instead of O(P), and nothing costs O(P²):
+    the sweep is O(P C N) in all, against O(P² C N) for M. Pairs, uniforms and the draw
+    (:func:`_edge_draw`) are those of :func:`pairwise_gibbs`, so with the same key both give
+    the same w up to rounding (the arithmetic of q and g_j − g_k differs in the last bits).
+
+    Parameters
+    ----------
+    key : PRNG key
+    w : array (P,)
+        Current weights (positive, summing to 1).
+    Phi : array (P, C, N)
+        Per-kernel decision contributions Φ_m = A K_m.
+    b : array (C,)
+    T, V : arrays (C, N)
+        Pseudo-targets and pseudo-noise variances.
+    eta : array (P,)
+        Dirichlet concentration.
+    n_pairs : int
+        Number of pair updates (static).
+    eta_is_one : bool
+        Static route: truncated-normal draws (η ≡ 1) or slice sampling (any η).
+    return_capped : bool
+        Also return the ``CAP_*`` bits, as :func:`pairwise_gibbs` does.
+
+    Returns
+    -------
+    array (P,)
+    """
+    P = w.shape[0]
+    none = jnp.zeros((), jnp.int32)
+    if P == 1:
+        return (w, none) if return_capped else w
+    D, r0 = _scaled_residual(w, Phi, b, T, V)
+    w, _, capped = _residual_sweep(key, w, D, r0, eta, n_pairs, eta_is_one)
+    return (w, capped) if return_capped else w
+
+
+def _scaled_residual(w, Phi, b, T, V):
+    """D = Φ/√V (P, C, N) and r = (T − b − Σ_m w_m Φ_m)/√V (C, N)."""
+    sv = jnp.sqrt(V)
+    D = Phi / sv
+    return D, (T - b[:, None]) / sv - jnp.einsum("p,pcn->cn", w, D)
+
+
+def _residual_edge(D, r, j, k):
+    """d = D_j − D_k, and the edge's curvature q = ‖d‖² and slope g_j − g_k = −⟨d, r⟩."""
+    d = D[j] - D[k]
+    return d, jnp.sum(d * d), -jnp.sum(d * r)
+
+
+def _residual_sweep(key, w, D, r, eta, n_pairs, eta_is_one):
+    """The loop of :func:`pairwise_gibbs_residual`; returns ``(w, r, capped)``, r the carried
+    residual of the returned w."""
+    P = w.shape[0]
+
+    def body(i, carry):
+        w, r, capped = carry
+        j, k, k_x = _pick_pair(key, i, P)
+        # the barrier makes XLA read w_j, w_k before it updates w in place; without it, w
+        # (P,) was copied at every update: O(P) per pair, 5 µs at P = 8,000 against 0.01
+        wj, wk, w = jax.lax.optimization_barrier((w[j], w[k], w))
+        c = wj + wk
+        d, q, dg = _residual_edge(D, r, j, k)
+        x, hit = _edge_draw(k_x, wj, c, q, dg, eta[j], eta[k], eta_is_one)
+        s = x - wj
+        w = w.at[j].set(x).at[k].set(c - x)
+        r = r - s * d
+        return w, r, capped | hit
+
+    return jax.lax.fori_loop(0, n_pairs, body, (w, r, jnp.zeros((), jnp.int32)))
+
+
+def _pick_pair(key, i, P):
+    """The pair (j, k), j ≠ k uniform, and the draw's key of update ``i``: a function of
+    ``key`` and ``i`` only, so both routes update the same pairs with the same uniforms."""
+    k_i = jax.random.fold_in(key, i)
+    k_j, k_k, k_x = jax.random.split(k_i, 3)
+    j = jax.random.randint(k_j, (), 0, P)
+    k = (j + jax.random.randint(k_k, (), 1, P)) % P
+    return j, k, k_x
+
+
+def _edge_draw(k_x, wj, c, q, dg, eta_j, eta_k, eta_is_one):
+    """One exact draw of x = w_j on [0, c] from p(x) ∝ exp{−dg s − q s²/2} x^{η_j−1}
+    (c − x)^{η_k−1}, s = x − w_j (``dg`` = g_j − g_k, ``q`` ≥ 0 the curvature along
+    e_j − e_k), kept inside [c·_EDGE, c·(1 − _EDGE)]. Returns ``(x, CAP_* bits)``."""
+    logpdf = _edge_logpdf(wj, dg, q, eta_j, eta_k, c)
+
+    def slice_draw():
+        x, hit = _slice_segment(k_x, wj, c, logpdf, return_capped=True)
+        return x, jnp.where(hit, jnp.int32(CAP_SLICE_W), jnp.int32(0))
+
+    if eta_is_one:
+        # q = 0 (identical kernels along this edge): the conditional is exponential-linear
+        # (uniform when g_j = g_k); slice sampling covers that case exactly.
+        def tn_draw():
+            qq = jnp.where(q > 0, q, 1.0)
+            x, hit = truncated_normal(
+                k_x, wj - dg / qq, 1.0 / jnp.sqrt(qq), 0.0, c, return_capped=True
+            )
+            return x, jnp.where(hit, jnp.int32(CAP_TRUNCNORM), jnp.int32(0))
+
+        x, hit = jax.lax.cond(q > 0, tn_draw, slice_draw)
+    else:
+        x, hit = slice_draw()
+    return jnp.clip(x, c * _EDGE, c * (1.0 - _EDGE)), hit
+
+
+def _edge_logpdf(wj, dg, q, eta_j, eta_k, c):
     """log p(x) along the edge e_j − e_k, up to a constant, for x ∈ (0, c)."""
-    dg = g[j] - g[k]
 
     def logpdf(x):
         s = x - wj
         return (
-            -(dg * s + 0.5 * q * s**2)
-            + (eta[j] - 1.0) * jnp.log(x)
-            + (eta[k] - 1.0) * jnp.log(c - x)
+            -(dg * s + 0.5 * q * s**2) + (eta_j - 1.0) * jnp.log(x) + (eta_k - 1.0) * jnp.log(c - x)
         )
 
     return logpdf
 
 
+def uses_residual_path(P: int, path: str | None = None) -> bool:
+    """Whether :func:`sample_w_exact` runs :func:`pairwise_gibbs_residual` (no M) for P
+    kernels: ``path`` (default :data:`PAIR_PATH`) ``"gram"`` never, ``"residual"`` always,
+    ``"auto"`` from P ≥ :data:`RESIDUAL_MIN_P` on."""
+    path = PAIR_PATH if path is None else path
+    if path not in PAIR_PATHS:
+        raise ValueError(f"pair path must be one of {PAIR_PATHS}; got {path!r}")
+    return path == "residual" or (path == "auto" and P >= RESIDUAL_MIN_P)
+
+
 def sample_w_exact(
-    key, e, Phi, b, T, V, eta, n_pairs: int, *, eta_is_one: bool = True, return_capped=False
-):
+    key, e, Phi, b, T, V, eta, n_pairs: int, *, eta_is_one: bool = True, return_capped=False,
+    path: str | None = None,
+):  # fmt: skip
     """Exact kernel-weight update: pairwise Gibbs on w, then e = w · Gamma(Ση, 1).
 
     ``e: (P,)``, ``Phi: (P, C, N)``, ``b: (C,)``, ``T, V: (C, N)``, ``eta: (P,)``. Returns the
     new ``e (P,)``, and with ``return_capped=True`` the ``CAP_*`` bits of :func:`pairwise_gibbs`.
+    ``path`` (static; default :data:`PAIR_PATH`, read when traced) picks the route of the pair
+    updates (:func:`uses_residual_path`): both draw from the same conditionals and agree to
+    rounding, not bit for bit.
     """
     k_w, k_s = jax.random.split(key)
-    M, v = quadratic_form(Phi, b, T, V)
-    w, capped = pairwise_gibbs(
-        k_w, e / jnp.sum(e), M, v, eta, n_pairs, eta_is_one=eta_is_one, return_capped=True
-    )
+    w0 = e / jnp.sum(e)
+    if uses_residual_path(e.shape[0], path):
+        w, capped = pairwise_gibbs_residual(
+            k_w, w0, Phi, b, T, V, eta, n_pairs, eta_is_one=eta_is_one, return_capped=True
+        )
+    else:
+        M, v = quadratic_form(Phi, b, T, V)
+        w, capped = pairwise_gibbs(
+            k_w, w0, M, v, eta, n_pairs, eta_is_one=eta_is_one, return_capped=True
+        )
     e = w * gamma(k_s, jnp.sum(eta))
     return (e, capped) if return_capped else e

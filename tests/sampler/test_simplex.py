@@ -23,6 +23,8 @@ quadratic form's bias, the scale's shape, η_j/η_k swapped (the asymmetric-η c
 Newton iterations, pairs with j = k).
 """
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -33,6 +35,7 @@ from bayesmkl.sampler.simplex import (
     _inv_log_ndtr,
     _slice_segment,
     pairwise_gibbs,
+    pairwise_gibbs_residual,
     quadratic_form,
     sample_w_exact,
     truncated_normal,
@@ -302,16 +305,27 @@ def _p2_form():
     q = M[0, 0] + M[1, 1] - 2 * M[0, 1]
     xs = (M[1, 1] - M[0, 1] + v[0] - v[1]) / q  # maximiser of −½wᵀMw + vᵀw on the edge
     assert 0.0 < xs < 1.0 and 1.0 / np.sqrt(q) > 0.05  # a non-trivial truncation
-    return M, v, q, xs
+    return M, v, q, xs, F
+
+
+def _p2_data(F, v):
+    """(Φ, b, T, V) whose quadratic form is (M, v) = (F Fᵀ, v): Φ = F (C = 1), b = 0, V = 1 and
+    T = Fᵀ (F Fᵀ)⁻¹ v, so that F T = v."""
+    T = F.T @ np.linalg.solve(F @ F.T, v)
+    return F[:, None, :], np.zeros(1), T[None, :], np.ones((1, F.shape[1]))
 
 
 N_P2 = 8000
 
 
-def _run_p2(key, w0, M, v, n_steps):
-    """``N_P2`` independent runs of ``n_steps`` single-pair updates (η = 1 route) of w ∈ Δ¹."""
-    args = (jnp.asarray(w0, jnp.float64), *map(jnp.asarray, (M, v)), n_steps)
-    return np.asarray(_p2_runs(jax.random.split(key, N_P2), *args))
+def _run_p2(key, w0, M, v, n_steps, data=None):
+    """``N_P2`` independent runs of ``n_steps`` single-pair updates (η = 1 route) of w ∈ Δ¹;
+    with ``data = (Φ, b, T, V)`` by the residual route instead of (M, v)."""
+    w0 = jnp.asarray(w0, jnp.float64)
+    keys = jax.random.split(key, N_P2)
+    if data is not None:
+        return np.asarray(_p2_runs_residual(keys, w0, *map(jnp.asarray, data), n_steps))
+    return np.asarray(_p2_runs(keys, w0, *map(jnp.asarray, (M, v)), n_steps))
 
 
 @jax.jit
@@ -325,14 +339,32 @@ def _p2_runs(keys, w0, M, v, n_steps):
     return jax.vmap(one)(keys)
 
 
-def test_pairwise_gibbs_p2_eta1_is_an_exact_draw():
+@jax.jit
+def _p2_runs_residual(keys, w0, Phi, b, T, V, n_steps):
+    def one(k):
+        def body(i, w):
+            key = jax.random.fold_in(k, i)
+            return pairwise_gibbs_residual(key, w, Phi, b, T, V, jnp.ones(2), 1)
+
+        return jax.lax.fori_loop(0, n_steps, body, w0)
+
+    return jax.vmap(one)(keys)
+
+
+@pytest.mark.parametrize("path", ["gram", "residual"])
+def test_pairwise_gibbs_p2_eta1_is_an_exact_draw(path):
     """P = 2, η = 1: one pair update draws w₀ exactly from N(x*, 1/q) truncated to [0, 1],
     x* = (M₁₁ − M₀₁ + v₀ − v₁)/q, q = M₀₀ + M₁₁ − 2M₀₁, whatever the starting point (two
-    starts, 8 000 draws each)."""
-    M, v, q, xs = _p2_form()
+    starts, 8 000 draws each); by the M route and by the residual route (data with this M, v)."""
+    M, v, q, xs, F = _p2_form()
+    data = _p2_data(F, v) if path == "residual" else None
+    if data is not None:  # the data do have this quadratic form
+        M_d, v_d = quadratic_form(*map(jnp.asarray, data))
+        np.testing.assert_allclose(M_d, M, rtol=1e-12)
+        np.testing.assert_allclose(v_d, v, rtol=1e-12)
     ref = stats.truncnorm(-xs * np.sqrt(q), (1 - xs) * np.sqrt(q), loc=xs, scale=1 / np.sqrt(q))
     for seed, w0 in ((1, [0.5, 0.5]), (2, [0.97, 0.03])):
-        W = _run_p2(jax.random.key(seed), w0, M, v, 1)
+        W = _run_p2(jax.random.key(seed), w0, M, v, 1, data)
         np.testing.assert_allclose(W.sum(1), 1.0, rtol=0, atol=1e-15)
         assert np.all(W > 0)
         assert stats.kstest(W[:, 0], ref.cdf).pvalue > KS_ALPHA
@@ -348,6 +380,16 @@ def test_pairwise_gibbs_identical_kernels(tilt):
     assert np.all(np.isfinite(x)) and np.all((x > 0) & (x < 1))
     cdf = (lambda t: t) if tilt == 0 else (lambda t: np.expm1(tilt * t) / np.expm1(tilt))
     assert stats.kstest(x, cdf).pvalue > KS_ALPHA
+
+
+def test_pairwise_gibbs_residual_identical_kernels():
+    """The residual route with Φ₀ = Φ₁ (q = 0 exactly, and then g₀ = g₁): w₀ is uniform on
+    [0, 1] after 20 updates from (0.9, 0.1) (the slice fallback)."""
+    Phi = np.repeat(np.array([[[0.3, -1.2, 0.8]]]), 2, axis=0)
+    data = (Phi, np.array([0.2]), np.array([[1.5, -0.3, 2.0]]), np.array([[0.5, 1.0, 2.0]]))
+    x = _run_p2(jax.random.key(4), [0.9, 0.1], None, None, 20, data)[:, 0]
+    assert np.all(np.isfinite(x)) and np.all((x > 0) & (x < 1))
+    assert stats.kstest(x, lambda t: t).pvalue > KS_ALPHA
 
 
 def test_single_kernel_is_left_alone():
@@ -402,22 +444,23 @@ def test_jacobi_simplex_oracle():
 N_CHAINS, N_ITER, N_BURN = 64, 2100, 100
 
 
-@jax.jit
-def _w_chains(key, Phi, b, T, V, eta):
-    return _chains(key, Phi, b, T, V, eta, True)
+@partial(jax.jit, static_argnames=("path",))
+def _w_chains(key, Phi, b, T, V, eta, path):
+    return _chains(key, Phi, b, T, V, eta, True, path)
 
 
-@jax.jit
-def _w_chains_slice(key, Phi, b, T, V, eta):
-    return _chains(key, Phi, b, T, V, eta, False)
+@partial(jax.jit, static_argnames=("path",))
+def _w_chains_slice(key, Phi, b, T, V, eta, path):
+    return _chains(key, Phi, b, T, V, eta, False, path)
 
 
-def _chains(key, Phi, b, T, V, eta, eta_is_one):
-    """N_CHAINS chains of N_ITER sample_w_exact calls (3 pair updates each) from e = (1, 1, 1)."""
+def _chains(key, Phi, b, T, V, eta, eta_is_one, path):
+    """N_CHAINS chains of N_ITER sample_w_exact calls (3 pair updates each) from e = (1, 1, 1),
+    the pair updates by the route ``path``."""
 
     def chain(k):
         def it(e, kk):
-            e = sample_w_exact(kk, e, Phi, b, T, V, eta, 3, eta_is_one=eta_is_one)
+            e = sample_w_exact(kk, e, Phi, b, T, V, eta, 3, eta_is_one=eta_is_one, path=path)
             return e, e
 
         return jax.lax.scan(it, jnp.ones(3), jax.random.split(k, N_ITER))[1]
@@ -425,11 +468,13 @@ def _chains(key, Phi, b, T, V, eta, eta_is_one):
     return jax.vmap(chain)(jax.random.split(key, N_CHAINS))
 
 
+@pytest.mark.parametrize("path", ["gram", "residual"])
 @pytest.mark.parametrize(
     "eta", [1.0, 2.5, 0.6, (0.6, 1.0, 2.5)], ids=["eta1", "eta2.5", "eta0.6", "eta-asym"]
 )
-def test_sample_w_exact_matches_simplex_quadrature(eta):
-    """Chains of exact updates on the P = 3 conditional of :func:`helpers.p3_conditional`
+def test_sample_w_exact_matches_simplex_quadrature(eta, path):
+    """Chains of exact updates (pair updates by the M route or the residual route, issue 47)
+    on the P = 3 conditional of :func:`helpers.p3_conditional`
     (E[w] ≈ (0.74, 0.23, 0.03)): E[w_m], E[w_m²], E[e_m], E[e_m²] within 4 MCSE of quadrature
     (E[e] = E[w]·Ση, E[e²] = E[w²]·Ση(Ση + 1)); w ≥ 0 and Σw = 1 for every draw; the scale
     Σe is Gamma(Ση, 1) (KS) and uncorrelated with w₀."""
@@ -440,7 +485,8 @@ def test_sample_w_exact_matches_simplex_quadrature(eta):
     Ew, Ew2 = simplex_moments_jacobi(**cp)
     T, V = cp["delta"] * (1.0 + cp["lam"]), cp["lam"]
     run = _w_chains if np.all(eta_v == 1.0) else _w_chains_slice
-    E = np.asarray(run(jax.random.key(21), *map(jnp.asarray, (cp["Phi"], cp["b"], T, V, eta_v))))
+    args = map(jnp.asarray, (cp["Phi"], cp["b"], T, V, eta_v))
+    E = np.asarray(run(jax.random.key(21), *args, path))
     E = E[:, N_BURN:]
     S = E.sum(-1)
     W = E / S[..., None]
