@@ -45,7 +45,8 @@ __all__ = [
     "uses_fast_contraction",
 ]
 
-#: Upper bound on P·C·N·s, the number of gathered kernel entries (float64: 8 bytes each).
+#: Upper bound on P·C·N·s, the number of gathered kernel entries (float64: 8 bytes each, held
+#: twice: in the layout of the value's contraction and in that of the gradient's).
 MAX_GATHERED = 2**25
 #: From this many kernels on, the contractions over the kernels take the fast forms of
 #: :func:`_contract` (issue 47). The autodiff transpose of Σ_p w_p X_p, the contraction
@@ -100,11 +101,19 @@ class CollapsedData(NamedTuple):
         √ν of the active points.
     Phi_I : array (P, C, N)
         Per-kernel contributions of the inactive sample weights, K_m a_{I,c}.
+    K_A_t, Phi_I_t : arrays (C, N, s, P) and (C, N, P)
+        ``K_A`` and ``Phi_I`` with the kernel axis last: the layout the gradient's contraction
+        reads them in. Made once here, so that the leapfrog steps do not transpose ``K_A``
+        (P·C·N·s float64) at every gradient evaluation, as the compiled program otherwise does.
+        ``None`` from :data:`FAST_CONTRACTION_MIN_P` kernels on, whose fast contractions read
+        ``K_A`` itself.
     """
 
     K_A: jax.Array
     sqrt_nu_A: jax.Array
     Phi_I: jax.Array
+    K_A_t: jax.Array | None = None
+    Phi_I_t: jax.Array | None = None
 
 
 def n_active_for(P: int, C: int, N: int, requested: int, M: int | None = None) -> int:
@@ -125,7 +134,9 @@ def collapsed_setup(K, a, nu, Phi, n_active: int, *, fast: bool | None = None) -
     :func:`uses_fast_contraction`.
     """
     _, idx = jax.lax.top_k(nu, n_active)  # (C, s)
-    K_A = jnp.take(K, idx, axis=2)  # (P, N, C, s)
+    # top_k's indices are in range, so "clip" changes nothing; the default ("fill") would test
+    # every gathered entry and cost a pass over them.
+    K_A = jnp.take(K, idx, axis=2, mode="clip")  # (P, N, C, s)
     K_A = jnp.transpose(K_A, (0, 2, 1, 3)).astype(jnp.float64)  # (P, C, N, s)
     a_A = jnp.take_along_axis(a, idx, axis=1)
     nu_A = jnp.take_along_axis(nu, idx, axis=1)
@@ -134,8 +145,40 @@ def collapsed_setup(K, a, nu, Phi, n_active: int, *, fast: bool | None = None) -
         # the barrier keeps XLA from fusing the gather into the move's 12 evaluations: one
         # jitted setup + HMC took 3.65 s at P = 8,000 against 0.80 + 0.81 s apart, 2.35 s with it
         return jax.lax.optimization_barrier(CollapsedData(K_A, jnp.sqrt(nu_A), Phi - Phi_A))
+    # below FAST_CONTRACTION_MIN_P: the old arithmetic, bit for bit
     Phi_A = jnp.einsum("pcns,cs->pcn", K_A, a_A)
-    return CollapsedData(K_A, jnp.sqrt(nu_A), Phi - Phi_A)
+    Phi_I = Phi - Phi_A
+    # Materialise K_A once: without the barrier the compiler re-derives it from the gather, with
+    # a transposing copy, for each of its consumers (the first gradient, the leapfrog loop, the
+    # last value, the transposed layout).
+    K_A = jax.lax.optimization_barrier(K_A)
+    return CollapsedData(
+        K_A, jnp.sqrt(nu_A), Phi_I, jnp.moveaxis(K_A, 0, -1), jnp.moveaxis(Phi_I, 0, -1)
+    )
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _w_contract(subscripts, w, X, X_t):
+    """``einsum(subscripts, w, X)``, Σ_p w_p X[p, …]; its gradient in w reads ``X_t``, X with
+    the kernel axis last (X and X_t are data: they get no cotangent).
+
+    The value is the einsum automatic differentiation would see; the gradient is the same
+    contraction as its transpose rule's, ``Σ_… ct[…] X[p, …]``, read from ``X_t`` in the layout
+    that contraction wants, instead of a transposed copy of X made at every call.
+    """
+    return jnp.einsum(subscripts, w, X)
+
+
+def _w_contract_fwd(subscripts, w, X, X_t):
+    return jnp.einsum(subscripts, w, X), X_t
+
+
+def _w_contract_bwd(subscripts, X_t, ct):
+    grad_w = jax.lax.dot_general(ct, X_t, ((tuple(range(ct.ndim)),) * 2, ((), ())))
+    return grad_w, None, None
+
+
+_w_contract.defvjp(_w_contract_fwd, _w_contract_bwd)
 
 
 def collapsed_log_lik(w, data: CollapsedData, T, V, tau, *, fast: bool | None = None):
@@ -145,8 +188,12 @@ def collapsed_log_lik(w, data: CollapsedData, T, V, tau, *, fast: bool | None = 
     (the same value; the gradient in w adds in another order). Returns a scalar.
     """
     fast = uses_fast_contraction(w.shape[0], fast)
-    KwA = _contract("p,pcns->cns", w, data.K_A, fast)  # (C, N, s)
-    y = T - _contract("p,pcn->cn", w, data.Phi_I, fast)
+    if fast or data.K_A_t is None:
+        KwA = _contract("p,pcns->cns", w, data.K_A, fast)  # (C, N, s)
+        y = T - _contract("p,pcn->cn", w, data.Phi_I, fast)
+    else:  # the gradient reads the stored kernel-last layouts: the same arithmetic, no copies
+        KwA = _w_contract("p,pcns->cns", w, data.K_A, data.K_A_t)  # (C, N, s)
+        y = T - _w_contract("p,pcn->cn", w, data.Phi_I, data.Phi_I_t)
     C, N, _ = KwA.shape
     U = jnp.concatenate(
         [KwA * data.sqrt_nu_A[:, None, :], jnp.full((C, N, 1), jnp.sqrt(tau))], axis=-1

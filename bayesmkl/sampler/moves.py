@@ -146,7 +146,7 @@ def exact_hmc_move(
     else:
 
         def lmt(g):
-            return mass_sqrt.T @ g
+            return g @ mass_sqrt  # Lᵀg, reading L row by row (mass_sqrt.T @ g read it by column)
 
         def lm(p):
             return mass_sqrt @ p
@@ -158,15 +158,18 @@ def exact_hmc_move(
     p0 = jax.random.normal(key, e.shape)
     V0, g0 = vgrad(u0)
 
+    # The momentum sees the gradient through Lᵀ∇V only: a step's closing half-kick and the next
+    # step's opening one share it, so it is carried and computed once per gradient.
     def leap(carry, _):
-        u, p, g = carry
-        p = p - 0.5 * step_size * lmt(g)
+        u, p, Lg = carry
+        p = p - 0.5 * step_size * Lg
         u = u + step_size * lm(p)
         _, g = vgrad(u)
-        p = p - 0.5 * step_size * lmt(g)
-        return (u, p, g), None
+        Lg = lmt(g)
+        p = p - 0.5 * step_size * Lg
+        return (u, p, Lg), None
 
-    (u1, p1, _), _ = jax.lax.scan(leap, (u0, p0, g0), None, length=n_leapfrog)
+    (u1, p1, _), _ = jax.lax.scan(leap, (u0, p0, lmt(g0)), None, length=n_leapfrog)
     V1, _ = vgrad(u1)
     dH = (V1 + 0.5 * jnp.sum(p1**2)) - (V0 + 0.5 * jnp.sum(p0**2))
     dH = jnp.where(jnp.isfinite(dH), dH, jnp.inf)

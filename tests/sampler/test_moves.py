@@ -389,3 +389,31 @@ def test_dual_averaging_is_hoffman_gelman_in_float64():
             atol=1e-15,
         )
     assert int(state.count) == 300
+
+
+def test_hmc_applies_each_mass_product_once_per_gradient():
+    """The leapfrog loop multiplies by the mass factor twice per step (L p for the drift, Lᵀ∇V
+    shared by a step's closing half-kick and the next one's opening kick), not three times:
+    counted as dot products with a (P, P) operand in the scan body's jaxpr."""
+    P, L = 5, 7
+    mass = jnp.asarray(np.tril(np.random.default_rng(0).normal(size=(P, P))) + 3 * np.eye(P))
+
+    def pg(e):
+        return jnp.sum(e**2), 2.0 * e
+
+    def move(e):
+        return exact_hmc_move(jax.random.key(0), e, e, 0.1, pg, n_leapfrog=L, mass_sqrt=mass)
+
+    jaxpr = jax.make_jaxpr(move)(jnp.ones(P)).jaxpr
+    scans = [q for q in jaxpr.eqns if q.primitive.name == "scan"]
+    assert len(scans) == 1 and scans[0].params["length"] == L
+
+    def mass_dots(jp):
+        return sum(
+            q.primitive.name == "dot_general"
+            and any(getattr(v.aval, "shape", ()) == (P, P) for v in q.invars)
+            for q in jp.eqns
+        )
+
+    assert mass_dots(scans[0].params["jaxpr"].jaxpr) == 2
+    assert mass_dots(jaxpr) == 1  # Lᵀ∇V at the start
