@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     RESULTS,
     UnitStore,
+    add_merge_argument,
     classification_metrics,
     json_default,
     load_dataset,
@@ -242,6 +243,7 @@ def _parser():
                    help="a unit's process is killed after this many seconds")  # fmt: skip
     p.add_argument("--fresh", action="store_true", help="ignore the units already in the file")
     p.add_argument("--out", default=str(RESULTS / "large_n"), help="results path stem")
+    add_merge_argument(p)
     p.add_argument("--unit", nargs=2, metavar=("DATASET", "METHOD"), help=argparse.SUPPRESS)
     return p
 
@@ -313,6 +315,8 @@ def main(argv=None) -> int:
         config.update(m_study=args.m_study, m_values=args.m_values, splits=args.splits)
     out = Path(args.out)
     store = UnitStore(out.with_suffix(".json"), config, fresh=args.fresh, default=json_default)
+    for other in args.merge:
+        store.merge(other)
     passed = list(argv if argv is not None else sys.argv[1:])
     for seed in range(args.seed, args.seed + args.splits):
         for ds in datasets:
