@@ -140,7 +140,7 @@ def block_costs(N, P, C, s, L, isz=8, n_pairs=None, llc=32 * 2**20) -> dict:
                           bytes=again(P * P * f8, max(1, 2 * n_pairs // max(P, 1))),
                           steps=n_pairs if P > 1 else 0)  # fmt: skip
     ev = L + 2  # gradient evaluations: the start, L leapfrog steps, the end
-    mass = 3.0 * L * 2.0 * P * P  # M^{1/2}ᵀg twice and M^{1/2}p once per leapfrog step
+    mass = (2.0 * L + 1.0) * 2.0 * P * P  # Lᵀg once per gradient (carried), Lp once per step
     if s > 0:
         s1 = s + 1
         # one evaluation of the collapsed potential and its gradient (reverse mode): the
@@ -154,12 +154,12 @@ def block_costs(N, P, C, s, L, isz=8, n_pairs=None, llc=32 * 2**20) -> dict:
             chol=ev * C * s1**3 / 3.0, trsm=ev * (2.0 * C * s1**3 + 6.0 * C * s1 * s1),
             chol_n=s1,
             bytes=(again(P * C * N * s * isz) + again(gathered, 2 * ev)
-                   + again(P * P * f8, 3 * L)),
+                   + again(P * P * f8, 2 * L + 1)),
             steps=L + 2,
         )  # fmt: skip
     else:  # the analytic gradient of the conditional of e: two passes over Φ per evaluation
         out["hmc"] = dict(gemm=ev * (4.0 * P * C * N + 2.0 * P) + mass,
-                          bytes=again(phi, 2 * ev) + again(P * P * f8, 3 * L),
+                          bytes=again(phi, 2 * ev) + again(P * P * f8, 2 * L + 1),
                           steps=L + 2)  # fmt: skip
     gw = 2.0 * P * N * N
     out["kw"] = dict(gemm=0.0 if k32 else gw, gemm32=gw if k32 else 0.0,
