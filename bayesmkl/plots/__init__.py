@@ -22,10 +22,9 @@ classifier the targets are its ``rhat_target`` and ``ess_target`` and its ``run_
 counts too (it also monitors the decision values); for bare draws R-hat ≤ 1.01 and bulk ESS ≥
 100 per chain (Vehtari et al. 2021).
 
-Why these figures are not drawn by ``arviz_plots`` (issue 46 asked for it where it already draws
-the figure). ``arviz_plots`` 1.3 (the pinned ``arviz`` 1.x) has a forest plot
-(``plot_forest``) and a trace plot (``plot_trace_dist``) of the kernel weights, and both run on
-the estimators' DataTree::
+Why these figures are not drawn by ``arviz_plots``: ``arviz_plots`` 1.3 (the pinned
+``arviz`` 1.x) has a forest plot (``plot_forest``) and a trace plot (``plot_trace_dist``) of
+the kernel weights, and both run on the estimators' DataTree::
 
     import arviz_plots as azp
     azp.plot_forest(clf.to_datatree(), var_names=["w"])

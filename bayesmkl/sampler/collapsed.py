@@ -49,7 +49,7 @@ __all__ = [
 #: twice: in the layout of the value's contraction and in that of the gradient's).
 MAX_GATHERED = 2**25
 #: From this many kernels on, the contractions over the kernels take the fast forms of
-#: :func:`_contract` (issue 47). The autodiff transpose of Σ_p w_p X_p, the contraction
+#: :func:`_contract`. The autodiff transpose of Σ_p w_p X_p, the contraction
 #: "cns,pcns->p" that XLA emits for ∇_w, ran 5–28× slower than the same sum written
 #: "pcns,cns->p" (measured at N = 145: 3.0 vs 0.6 ms at P = 800, 736 vs 25 ms at P = 8,000;
 #: 12 per sweep), and the einsum "pcns,cs->pcn" of :func:`collapsed_setup` 13× slower than a

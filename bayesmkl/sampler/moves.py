@@ -135,8 +135,8 @@ def exact_hmc_move(
         mass_sqrt = jnp.eye(P)  # the products below as before: bit for bit the old draws
     if mass_sqrt is None:
         # identity mass from LARGE_P kernels on: no P × P products (at P = 8,000 the two per
-        # leapfrog step took 11 s of a 13 s sweep, under load; issue 47). The same draws up
-        # to rounding: I·g = g, but XLA compiles the step otherwise (last bits differed).
+        # leapfrog step dominated the sweep). The same draws up to rounding: I·g = g, but
+        # XLA compiles the step otherwise (last bits differed).
 
         def lmt(g):
             return g

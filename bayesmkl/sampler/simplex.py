@@ -71,7 +71,7 @@ CAP_TRUNCNORM = 2
 PAIR_PATHS = ("auto", "gram", "residual")
 #: The route :func:`sample_w_exact` takes when not told (read when it is traced).
 PAIR_PATH = "auto"
-#: From this many kernels on the sampler takes its large-P forms (issue 47), each of which adds
+#: From this many kernels on the sampler takes its large-P forms, each of which adds
 #: in another order than before and so changes the last bits: the pair updates without M
 #: (``"auto"`` route of :func:`sample_w_exact`), the fast contractions of the collapsed target
 #: (:data:`bayesmkl.sampler.collapsed.FAST_CONTRACTION_MIN_P`) and the identity mass without
