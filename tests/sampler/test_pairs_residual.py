@@ -6,6 +6,8 @@ pairwise_gibbs_residual`, issue 47).
   with p NumPyro's density of the augmented model (as ``test_conditionals.py`` checks the other
   conditionals), after 40 updates have moved w and r;
 * the carried residual stays the residual of the current w;
+* the edge directions gathered ahead of the loop in blocks give the same draws for any block
+  size (blocks of 1, 3 and 7 pairs with a remainder, and all pairs at once);
 * with the same key it gives the same w as the M route (:func:`pairwise_gibbs`) to rounding,
   both draw routes (η ≡ 1 and slice), P = 5…50, C = 1 and 3;
 * the routing: ``path`` / :data:`PAIR_PATH` / :data:`RESIDUAL_MIN_P`, down to the sweep.
@@ -81,6 +83,33 @@ def test_carried_residual_is_the_residual_of_w():
     _, fresh = simplex._scaled_residual(w, Phi, b, T, V)
     assert float(jnp.max(jnp.abs(r - r0))) > 1e-3
     np.testing.assert_allclose(r, fresh, rtol=0, atol=1e-12 * float(jnp.max(jnp.abs(fresh))))
+
+
+@pytest.mark.parametrize("eta_is_one", [True, False], ids=["truncnorm", "slice"])
+def test_blocked_edge_gather_gives_the_same_draws(monkeypatch, eta_is_one):
+    """The pairs' directions are gathered in blocks of ``_EDGE_BLOCK_BYTES``: with blocks of
+    1, 3 and 7 updates (23 updates: full blocks then a remainder) the returned w, r and capped
+    bits equal those of one block holding all 23 (a block read at the wrong offset would update
+    with another pair's direction)."""
+    pb = make_problem(seed=5, N=9, C=3, P=7)
+    Phi = cond.per_kernel_decisions(jnp.asarray(pb["K"]), jnp.asarray(pb["a"]))
+    T, V = _tv(pb)
+    w0 = jnp.asarray(pb["e"] / pb["e"].sum())
+    D, r0 = simplex._scaled_residual(w0, Phi, jnp.asarray(pb["b"]), T, V)
+    eta = jnp.asarray(ETA6 + (1.1,))
+    row = D[0].size * D.dtype.itemsize
+
+    def run(block):
+        monkeypatch.setattr(simplex, "_EDGE_BLOCK_BYTES", block * row)
+        return simplex._residual_sweep(jax.random.key(4), w0, D, r0, eta, 23, eta_is_one)
+
+    w_all, r_all, cap_all = run(23)
+    assert float(jnp.max(jnp.abs(w_all - w0))) > 1e-3
+    for block in (1, 3, 7):
+        w, r, cap = run(block)
+        np.testing.assert_allclose(w, w_all, rtol=0, atol=1e-14)
+        np.testing.assert_allclose(r, r_all, rtol=0, atol=1e-12)
+        assert int(cap) == int(cap_all)
 
 
 def _random_problem(seed, P, C, N):
