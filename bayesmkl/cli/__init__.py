@@ -120,6 +120,8 @@ def _run_options(args) -> dict:
         max_time=args.max_time,
         num_chains=args.chains,
         kernel_dtype=args.kernel_dtype,
+        n_landmarks=args.n_landmarks,
+        landmark_method=args.landmark_method,
         random_state=args.seed,
         progress_bar=not args.no_progress,
     )

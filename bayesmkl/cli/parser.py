@@ -59,6 +59,17 @@ def _seed(text: str) -> int:
     return int(t)
 
 
+def _positive_int(text: str) -> int:
+    """``--n-landmarks``: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer of at least 1; got {text!r}")
+    return value
+
+
 def _or_auto(cast, what: str):
     """An argparse ``type``: the word ``auto``, or ``cast(text)`` (``what`` names it in errors)."""
 
@@ -153,6 +164,20 @@ def _add_sampler_args(p, *, chains_default: int, max_time_default=None) -> None:
         "--calibration",
         CALIBRATIONS,
         "probability map: PSIS-LOO on the one posterior (loo), 3-fold refits (cv), or none",
+    )
+    g.add_argument(
+        "--n-landmarks",
+        type=_positive_int,
+        default=None,
+        metavar="M",
+        help="fit the landmark model on M training rows (a sweep costs O(N M^2) instead of "
+        "O(N^3); for thousands of rows); default: the exact model",
+    )
+    _add_choice(
+        g,
+        "--landmark-method",
+        choices(_TABLE, "landmark_method"),
+        "choice of the landmark rows with --n-landmarks",
     )
     g.add_argument("--raw-proba", action="store_true", help="the same as --calibration none")
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")

@@ -206,6 +206,34 @@ def _regression_csvs(tmp_path):
 REG_FIT = ["--num-warmup", "30", "--num-samples", "15", "--chains", "2", "--no-progress"]
 
 
+def test_landmark_fit_predict_round_trip(tmp_path, capsys):
+    """``fit --n-landmarks M --landmark-method stratified`` fits the landmark model (the
+    written model predicts as the same fit in Python does), and a bad M is refused by argparse
+    with exit code 2."""
+    Xtr, ytr, Xte, _ = small_data()
+    _write_csv(tmp_path / "train.csv", Xtr, ytr)
+    _write_csv(tmp_path / "test.csv", Xte)
+    opts = ["--num-warmup", "40", "--num-samples", "10", "--chains", "2", "--no-progress"]
+    landmarks = ["--n-landmarks", "12", "--landmark-method", "stratified"]
+    argv = ["fit", str(tmp_path / "train.csv"), "--test-size", "0", "--out", str(tmp_path / "m")]
+    assert main(argv + opts + landmarks) == 0
+    rc = main(["predict", str(tmp_path / "m" / "model.nc"), str(tmp_path / "test.csv"),
+               "--out", str(tmp_path / "probs.csv")])  # fmt: skip
+    assert rc == 0
+    with open(tmp_path / "probs.csv") as fh:
+        probs = np.array([[float(v) for v in r[:2]] for r in list(csv.reader(fh))[1:]])
+    ref = BM3KLClassifier(random_state=0, n_landmarks=12, landmark_method="stratified",
+                          **SMALL).fit(Xtr, ytr)  # fmt: skip
+    assert ref.landmarks_.shape[0] == 12
+    np.testing.assert_allclose(probs, ref.predict_proba(Xte), rtol=1e-5, atol=1e-7)
+    capsys.readouterr()
+    for bad in ("0", "-3", "1.5", "many"):
+        with pytest.raises(SystemExit) as exc:
+            main(argv + ["--n-landmarks", bad])
+        assert exc.value.code == 2
+        assert "--n-landmarks" in capsys.readouterr().err
+
+
 def test_regression_fit_predict_round_trip(tmp_path, capsys):
     """``fit --task regression`` fits a BM3KLRegressor (the same draws as in Python), prints
     regression metrics and saves it; ``predict`` recognises the saved regressor and writes its
