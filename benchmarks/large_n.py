@@ -242,6 +242,8 @@ def _parser():
     p.add_argument("--unit-timeout", type=float, default=3600.0,
                    help="a unit's process is killed after this many seconds")  # fmt: skip
     p.add_argument("--fresh", action="store_true", help="ignore the units already in the file")
+    p.add_argument("--summary-only", action="store_true",
+                   help="write the tables of the finished units; run none")  # fmt: skip
     p.add_argument("--out", default=str(RESULTS / "large_n"), help="results path stem")
     add_merge_argument(p)
     p.add_argument("--unit", nargs=2, metavar=("DATASET", "METHOD"), help=argparse.SUPPRESS)
@@ -323,7 +325,7 @@ def main(argv=None) -> int:
             for m in methods:
                 one = args.splits == 1 and not args.m_study
                 key = store.key(ds, m) if one else store.key(ds, f"split {seed}", m)
-                if not store.done(key):
+                if not store.done(key) and not args.summary_only:
                     store.add(key, _unit_in_a_process(args, ds, m, seed, passed))
     results: dict = {}
     for key, unit in store.units.items():
