@@ -49,7 +49,10 @@ are K(X, Z) ``(P, N, M)``, the truth is drawn from the landmark model's prior (a
 is the same default sampler on the landmark block (``BM3KL(..., landmarks=True)``: (a, b) in
 weight space, the collapsed target over Ψ_w); the ranked f are at the same three training
 points. The wrong variants apply unchanged (they patch the λ step and the log-e move, which the
-landmark sweep shares). Writes ``results/sbc_landmarks`` unless ``--out`` says otherwise.
+landmark sweep shares); a third, ``ab_half_nu``, applies to the landmark path only: its
+weight-space (a, b) step reads ν/2 for the landmark weights' prior variances (a threading bug
+of the one conditional the landmark model changes most). Writes ``results/sbc_landmarks``
+unless ``--out`` says otherwise.
 
 ``--pair-path`` forces the route of the pairwise kernel-weight updates
 (:data:`bayesmkl.sampler.simplex.PAIR_PATHS`; at P = 4 the sampler's own choice is ``"gram"``,
@@ -89,7 +92,7 @@ from bayesmkl.sampler.runner import ChainRunner  # noqa: E402
 from bayesmkl.sampler.sampler import BM3KL  # noqa: E402
 
 PROBLEMS = {"binary": 1, "3-class": 3}
-VARIANTS = ("correct", "lam_ignores_margin", "no_log_jacobian")
+VARIANTS = ("correct", "lam_ignores_margin", "no_log_jacobian", "ab_half_nu")
 FULL = dict(N=60, widths=(0.5, 1.0, 2.0, 4.0), chains=3, per_chain=33, warmup=300, chunk=50,
             thin=10, max_thin=80, bins=10, points=3)  # fmt: skip
 TINY = dict(N=12, widths=(0.7, 2.0), chains=2, per_chain=2, warmup=20, chunk=10, thin=2,
@@ -174,18 +177,22 @@ def variant_patch(variant: str):
     if variant == "correct":
         yield
         return
-    saved = (cond.sample_lam, moves.POSITIONS["log"])
+    saved = (cond.sample_lam, moves.POSITIONS["log"], cond.sample_ab_weight_space)
     if variant == "lam_ignores_margin":
         cond.sample_lam = lambda key, f, delta, g0, weight=None, margin=None: saved[0](
             key, f, delta, g0, weight
         )
     elif variant == "no_log_jacobian":
         moves.POSITIONS["log"] = (jnp.log, jnp.exp, lambda u, U, gU: (U, jnp.exp(u) * gU))
+    elif variant == "ab_half_nu":
+        cond.sample_ab_weight_space = lambda key, Psi_w, T, V, nu, tau: saved[2](
+            key, Psi_w, T, V, 0.5 * nu, tau
+        )
     runner.clear_chunk_cache()  # the chunks are keyed by configuration, not by these patches
     try:
         yield
     finally:
-        cond.sample_lam, moves.POSITIONS["log"] = saved
+        cond.sample_lam, moves.POSITIONS["log"], cond.sample_ab_weight_space = saved
         runner.clear_chunk_cache()
 
 
@@ -390,7 +397,7 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=200, help="replications per problem (200)")
     ap.add_argument("--wrong-reps", type=int, default=50, help="per wrong variant (50; 0: none)")
     ap.add_argument("--problems", default="binary,3-class", help="binary,3-class")
-    ap.add_argument("--variants", default=",".join(VARIANTS[1:]), help="wrong samplers to run")
+    ap.add_argument("--variants", help="wrong samplers to run (default: those that apply)")
     ap.add_argument("--tiny", action="store_true", help="smoke run: N = 12, P = 2, short chains")
     ap.add_argument("--out", help="results path stem (default benchmarks/results/sbc)")
     ap.add_argument("--fresh", action="store_true", help="ignore the units already in the JSON")
@@ -427,7 +434,13 @@ def main(argv=None):
     store = UnitStore(out.with_suffix(".json"), settings, fresh=args.fresh, default=json_default)
     problems = args.problems.split(",")
     units = [(p, "correct", r) for r in range(args.reps) for p in problems]
-    wrong = [("binary", v, r) for v in args.variants.split(",") for r in range(args.wrong_reps)]
+    variants = args.variants or ",".join(VARIANTS[1:] if args.landmarks else VARIANTS[1:3])
+    variants = variants.split(",")
+    if set(variants) - set(VARIANTS[1:]):
+        raise SystemExit(f"--variants: unknown {sorted(set(variants) - set(VARIANTS[1:]))}")
+    if "ab_half_nu" in variants and not args.landmarks:
+        raise SystemExit("--variants ab_half_nu patches the landmark path only: add --landmarks M")
+    wrong = [("binary", v, r) for v in variants for r in range(args.wrong_reps)]
     # the wrong variants first (short; each compiles once), then the correct sampler
     for problem, variant, rep in [] if args.summary_only else wrong + units:
         key = store.key(problem, variant, f"rep {rep}")

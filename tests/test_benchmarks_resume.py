@@ -238,11 +238,15 @@ _SBC_PATCH_CHECK = """
 import sbc
 from bayesmkl.sampler import conditionals, moves
 lam, log_pos = conditionals.sample_lam, moves.POSITIONS["log"]
+ab = conditionals.sample_ab_weight_space
 for variant in sbc.VARIANTS[1:]:
     with sbc.variant_patch(variant):
-        changed = (conditionals.sample_lam is not lam, moves.POSITIONS["log"] is not log_pos)
-        assert changed == (variant == "lam_ignores_margin", variant == "no_log_jacobian")
+        changed = (conditionals.sample_lam is not lam, moves.POSITIONS["log"] is not log_pos,
+                   conditionals.sample_ab_weight_space is not ab)
+        assert changed == (variant == "lam_ignores_margin", variant == "no_log_jacobian",
+                           variant == "ab_half_nu")
     assert conditionals.sample_lam is lam and moves.POSITIONS["log"] is log_pos
+    assert conditionals.sample_ab_weight_space is ab
 print("ok")
 """
 
