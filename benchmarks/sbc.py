@@ -40,7 +40,19 @@ Usage::
 
     OPENBLAS_NUM_THREADS=1 nohup nice -n 5 .venv/bin/python benchmarks/sbc.py \\
         [--reps 200] [--wrong-reps 50] [--problems binary,3-class] [--variants no_log_jacobian]
-        [--tiny] [--out STEM] [--fresh] [--summary-only] [--pair-path residual]
+        [--tiny] [--out STEM] [--fresh] [--summary-only] [--pair-path residual] [--landmarks M]
+
+``--landmarks M`` runs the same SBC for the landmark (reduced-support) model of docs/math.md §16:
+each replication draws M landmark rows uniformly among its N points (Z = X[idx]), the kernels
+are K(X, Z) ``(P, N, M)``, the truth is drawn from the landmark model's prior (a, ν, ς of shape
+(C, M); f = A Ψ_wᵀ + b over all N points; λ and m over the N points as above) and the sampler
+is the same default sampler on the landmark block (``BM3KL(..., landmarks=True)``: (a, b) in
+weight space, the collapsed target over Ψ_w); the ranked f are at the same three training
+points. The wrong variants apply unchanged (they patch the λ step and the log-e move, which the
+landmark sweep shares); a third, ``ab_half_nu``, applies to the landmark path only: its
+weight-space (a, b) step reads ν/2 for the landmark weights' prior variances (a threading bug
+of the one conditional the landmark model changes most). Writes ``results/sbc_landmarks``
+unless ``--out`` says otherwise.
 
 ``--pair-path`` forces the route of the pairwise kernel-weight updates
 (:data:`bayesmkl.sampler.simplex.PAIR_PATHS`; at P = 4 the sampler's own choice is ``"gram"``,
@@ -67,14 +79,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, UnitStore, json_default, machine_info, md_table, write_atomic  # noqa: E402
 
 from bayesmkl.estimators._fitting import enable_compilation_cache  # noqa: E402
-from bayesmkl.model.classification import PRIORS, combine_kernels, decision_values, log_joint  # noqa: E402
+from bayesmkl.model.classification import (  # noqa: E402
+    PRIORS,
+    combine_kernels,
+    decision_values,
+    kernel_decision_values,
+    log_joint,
+)
 from bayesmkl.sampler import conditionals as cond  # noqa: E402
 from bayesmkl.sampler import moves, runner, simplex  # noqa: E402
 from bayesmkl.sampler.runner import ChainRunner  # noqa: E402
 from bayesmkl.sampler.sampler import BM3KL  # noqa: E402
 
 PROBLEMS = {"binary": 1, "3-class": 3}
-VARIANTS = ("correct", "lam_ignores_margin", "no_log_jacobian")
+VARIANTS = ("correct", "lam_ignores_margin", "no_log_jacobian", "ab_half_nu")
 FULL = dict(N=60, widths=(0.5, 1.0, 2.0, 4.0), chains=3, per_chain=33, warmup=300, chunk=50,
             thin=10, max_thin=80, bins=10, points=3)  # fmt: skip
 TINY = dict(N=12, widths=(0.7, 2.0), chains=2, per_chain=2, warmup=20, chunk=10, thin=2,
@@ -88,8 +106,16 @@ def gaussian_kernels(X, widths):
     return np.stack([np.exp(-d2 / (2.0 * s**2)) for s in widths])
 
 
-def simulate(problem: str, rep: int, cfg: dict, hyper):
-    """One replication's data and truth, from the generative model with margins (docstring)."""
+def landmark_rows(problem: str, rep: int, N: int, M: int):
+    """The M landmark rows of a replication: a uniform subset of its N points, sorted (a stream
+    of its own, so that the exact model's draws do not move)."""
+    rng = np.random.default_rng([SEED, 7, list(PROBLEMS).index(problem), rep])
+    return np.sort(rng.choice(N, M, replace=False))
+
+
+def simulate(problem: str, rep: int, cfg: dict, hyper, landmarks: int = 0):
+    """One replication's data and truth, from the generative model with margins (docstring);
+    ``landmarks = M > 0``: the landmark model's, with K(X, Z) ``(P, N, M)``."""
     C, N, P = PROBLEMS[problem], cfg["N"], len(cfg["widths"])
     rng = np.random.default_rng([SEED, list(PROBLEMS).index(problem), rep])
     X = rng.normal(size=(N, 2))
@@ -101,23 +127,39 @@ def simulate(problem: str, rep: int, cfg: dict, hyper):
         d = np.sum((X[:, None, :] + 0.3 * rng.normal(size=(N, 1, 2)) - centres) ** 2, axis=-1)
         delta = np.where(np.argmin(d, axis=1)[None, :] == np.arange(C)[:, None], 1.0, -1.0)
     K = gaussian_kernels(X, cfg["widths"])
+    S = N  # the sample weights' support: N points, or M landmarks
+    if landmarks:
+        if not 0 < landmarks <= N:
+            raise ValueError(f"--landmarks must be in 1..N = {N}; got {landmarks}")
+        K = K[:, :, landmark_rows(problem, rep, N, landmarks)]
+        S = landmarks
     h = hyper
     e = rng.gamma(h.eta, 1.0, size=P)
-    varsigma = rng.gamma(h.beta_a, 1.0 / h.kappa, size=(C, N))
+    varsigma = rng.gamma(h.beta_a, 1.0 / h.kappa, size=(C, S))
     nu = rng.gamma(h.alpha_a, 1.0 / varsigma)
-    a = rng.normal(size=(C, N)) * np.sqrt(nu)
+    a = rng.normal(size=(C, S)) * np.sqrt(nu)
     b = rng.normal(size=C) * np.sqrt(h.bias_prior_var)
     lam = rng.exponential(1.0 / h.gamma0, size=(C, N))
-    f = np.asarray(decision_values(combine_kernels(jnp.asarray(K), jnp.asarray(e / e.sum())),
-                                   jnp.asarray(a), jnp.asarray(b)))  # fmt: skip
+    f = np.asarray(true_decision_values(K, e / e.sum(), a, b, bool(landmarks)))
     margin = delta * f - lam + np.sqrt(lam) * rng.normal(size=(C, N))
     z = {"e": e, "varsigma": varsigma, "nu": nu, "a": a, "b": b, "lam": lam}
     return K, delta, margin, z
 
 
-def quantities(w, a, b, lam, nu, neg_pe, K, points):
-    """Ranked quantities of draws with leading axes ``(chains, draws)``: ``{name: (..., )}``."""
-    Kcols = np.einsum("...p,pnj->...nj", w, K[:, :, points])  # K_w[:, points]
+def true_decision_values(K, w, a, b, landmarks: bool):
+    """f ``(C, N)`` at the true values: A K_w + b (exact) or A Ψ_wᵀ + b (landmark model)."""
+    if landmarks:
+        return kernel_decision_values(jnp.asarray(K), jnp.asarray(w), jnp.asarray(a),
+                                      jnp.asarray(b), landmarks=True)  # fmt: skip
+    return decision_values(combine_kernels(jnp.asarray(K), jnp.asarray(w)), jnp.asarray(a),
+                           jnp.asarray(b))  # fmt: skip
+
+
+def quantities(w, a, b, lam, nu, neg_pe, K, points, landmarks: bool = False):
+    """Ranked quantities of draws with leading axes ``(chains, draws)``: ``{name: (..., )}``.
+    ``landmarks``: K is K(X, Z) ``(P, N, M)`` and a is ``(..., C, M)``."""
+    Kp = np.swapaxes(K[:, points, :], 1, 2) if landmarks else K[:, :, points]  # (P, ·, J)
+    Kcols = np.einsum("...p,pnj->...nj", w, Kp)  # K_w[:, points] (exact), Ψ_w[points, :]ᵀ
     f = np.einsum("...cn,...nj->...cj", a, Kcols) + b[..., None]
     out = {f"w[{m}]": w[..., m] for m in range(w.shape[-1])}
     out.update({f"b[{c}]": b[..., c] for c in range(b.shape[-1])})
@@ -135,38 +177,42 @@ def variant_patch(variant: str):
     if variant == "correct":
         yield
         return
-    saved = (cond.sample_lam, moves.POSITIONS["log"])
+    saved = (cond.sample_lam, moves.POSITIONS["log"], cond.sample_ab_weight_space)
     if variant == "lam_ignores_margin":
         cond.sample_lam = lambda key, f, delta, g0, weight=None, margin=None: saved[0](
             key, f, delta, g0, weight
         )
     elif variant == "no_log_jacobian":
         moves.POSITIONS["log"] = (jnp.log, jnp.exp, lambda u, U, gU: (U, jnp.exp(u) * gU))
+    elif variant == "ab_half_nu":
+        cond.sample_ab_weight_space = lambda key, Psi_w, T, V, nu, tau: saved[2](
+            key, Psi_w, T, V, 0.5 * nu, tau
+        )
     runner.clear_chunk_cache()  # the chunks are keyed by configuration, not by these patches
     try:
         yield
     finally:
-        cond.sample_lam, moves.POSITIONS["log"] = saved
+        cond.sample_lam, moves.POSITIONS["log"], cond.sample_ab_weight_space = saved
         runner.clear_chunk_cache()
 
 
-def replication(problem: str, rep: int, variant: str, cfg: dict, hyper) -> dict:
+def replication(problem: str, rep: int, variant: str, cfg: dict, hyper, landmarks: int = 0) -> dict:
     """Simulate, sample, rank: one unit."""
     assert (
         cfg["warmup"] % cfg["chunk"] == 0
         and (cfg["chains"] * cfg["per_chain"] + 1) % cfg["bins"] == 0
     )
     t0 = time.perf_counter()
-    K, delta, margin, z = simulate(problem, rep, cfg, hyper)
+    K, delta, margin, z = simulate(problem, rep, cfg, hyper, landmarks)
+    lm = bool(landmarks)
     points = list(range(cfg["points"]))
     w_true = z["e"] / z["e"].sum()
-    f_true = decision_values(combine_kernels(jnp.asarray(K), jnp.asarray(w_true)),
-                             jnp.asarray(z["a"]), jnp.asarray(z["b"]))  # fmt: skip
+    f_true = true_decision_values(K, w_true, z["a"], z["b"], lm)
     zj = {k: jnp.asarray(v) for k, v in z.items()}
     lj_true = float(log_joint(zj, f_true, jnp.asarray(delta), hyper, margin=jnp.asarray(margin)))
-    truth = quantities(w_true, z["a"], z["b"], z["lam"], z["nu"], lj_true, K, points)
+    truth = quantities(w_true, z["a"], z["b"], z["lam"], z["nu"], lj_true, K, points, lm)
     kernel = BM3KL(*hyper, move="collapsed_log", step_size=0.01, n_leapfrog=10,
-                   nu_update="gibbs", adapt_sweeps=cfg["warmup"])  # fmt: skip
+                   nu_update="gibbs", adapt_sweeps=cfg["warmup"], landmarks=lm)  # fmt: skip
     run = ChainRunner(kernel, cfg["chains"], cfg["chunk"])
     args = (jnp.asarray(K), jnp.asarray(delta), None, jnp.asarray(margin))
     key = jax.random.key(1_000_003 * list(PROBLEMS).index(problem) + rep)
@@ -183,7 +229,7 @@ def replication(problem: str, rep: int, variant: str, cfg: dict, hyper) -> dict:
                 if sweeps > cfg["warmup"]:
                     d, x = run.get_samples(), run.get_extra_fields()
                     kept.append(quantities(d["w"], d["a"], d["b"], d["lam"], d["nu"],
-                                           -x["potential_energy"], K, points))  # fmt: skip
+                                           -x["potential_energy"], K, points, lm))  # fmt: skip
                     stats_["accept"].append(float(np.mean(x["accept_prob"])))
                     stats_["diverging"] += int(np.sum(x["diverging"]))
             n = cfg["per_chain"] * thin
@@ -288,7 +334,12 @@ def plot(summary: dict, cfg: dict, path: Path, ncol: int = 10) -> None:
 
 
 def markdown(summary: dict, settings: dict) -> str:
-    md = ["# Simulation-based calibration of the default sampler (issue 22, item 4)\n",
+    M = settings.get("landmarks")
+    title = ("# Simulation-based calibration of the default sampler (issue 22, item 4)\n"
+             if not M else
+             f"# Simulation-based calibration of the landmark sampler (docs/math.md §16, issue 45):"
+             f" M = {M} landmark rows among N = {settings['N']} points\n")  # fmt: skip
+    md = [title,
           "Design: `benchmarks/sbc.py` (module docstring); settings "
           f"`{settings}`. Ranks among L = {settings['L']} thinned draws, χ² test of "
         f"{settings['bins']} bins per "
@@ -346,11 +397,17 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=200, help="replications per problem (200)")
     ap.add_argument("--wrong-reps", type=int, default=50, help="per wrong variant (50; 0: none)")
     ap.add_argument("--problems", default="binary,3-class", help="binary,3-class")
-    ap.add_argument("--variants", default=",".join(VARIANTS[1:]), help="wrong samplers to run")
+    ap.add_argument("--variants", help="wrong samplers to run (default: those that apply)")
     ap.add_argument("--tiny", action="store_true", help="smoke run: N = 12, P = 2, short chains")
     ap.add_argument("--out", help="results path stem (default benchmarks/results/sbc)")
     ap.add_argument("--fresh", action="store_true", help="ignore the units already in the JSON")
     ap.add_argument("--summary-only", action="store_true", help="summarise the finished units")
+    ap.add_argument(
+        "--landmarks",
+        type=int,
+        default=0,
+        help="M > 0: SBC of the landmark model with M landmark rows (docs/math.md §16)",
+    )
     ap.add_argument("--pair-path", default="auto", choices=simplex.PAIR_PATHS,
                     help="route of the pair updates (auto: the sampler's choice)")  # fmt: skip
     args = ap.parse_args(argv)
@@ -359,6 +416,8 @@ def main(argv=None):
     enable_compilation_cache()  # a restart loads the compiled chunks
     hyper = PRIORS["default"]
     stem = "sbc_tiny" if args.tiny else "sbc"
+    if args.landmarks:
+        stem += "_landmarks"
     if args.pair_path != "auto":
         stem += f"_pairs_{args.pair_path}"
     out = Path(args.out) if args.out else RESULTS / stem
@@ -370,16 +429,24 @@ def main(argv=None):
     }
     if args.pair_path != "auto":  # (absent otherwise: older results files stay resumable)
         settings["pair_path"] = args.pair_path
+    if args.landmarks:  # (likewise)
+        settings["landmarks"] = args.landmarks
     store = UnitStore(out.with_suffix(".json"), settings, fresh=args.fresh, default=json_default)
     problems = args.problems.split(",")
     units = [(p, "correct", r) for r in range(args.reps) for p in problems]
-    wrong = [("binary", v, r) for v in args.variants.split(",") for r in range(args.wrong_reps)]
+    variants = args.variants or ",".join(VARIANTS[1:] if args.landmarks else VARIANTS[1:3])
+    variants = variants.split(",")
+    if set(variants) - set(VARIANTS[1:]):
+        raise SystemExit(f"--variants: unknown {sorted(set(variants) - set(VARIANTS[1:]))}")
+    if "ab_half_nu" in variants and not args.landmarks:
+        raise SystemExit("--variants ab_half_nu patches the landmark path only: add --landmarks M")
+    wrong = [("binary", v, r) for v in variants for r in range(args.wrong_reps)]
     # the wrong variants first (short; each compiles once), then the correct sampler
     for problem, variant, rep in [] if args.summary_only else wrong + units:
         key = store.key(problem, variant, f"rep {rep}")
         if store.done(key):
             continue
-        res = replication(problem, rep, variant, cfg, hyper)
+        res = replication(problem, rep, variant, cfg, hyper, args.landmarks)
         print(f"{key}: {res['seconds']:.1f} s, thin {res['thin']}, min ESS "
               f"{res['min_ess']:.0f}, accept {res['accept_mean']:.2f}", flush=True)  # fmt: skip
         store.add(key, res)

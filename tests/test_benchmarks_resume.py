@@ -238,11 +238,15 @@ _SBC_PATCH_CHECK = """
 import sbc
 from bayesmkl.sampler import conditionals, moves
 lam, log_pos = conditionals.sample_lam, moves.POSITIONS["log"]
+ab = conditionals.sample_ab_weight_space
 for variant in sbc.VARIANTS[1:]:
     with sbc.variant_patch(variant):
-        changed = (conditionals.sample_lam is not lam, moves.POSITIONS["log"] is not log_pos)
-        assert changed == (variant == "lam_ignores_margin", variant == "no_log_jacobian")
+        changed = (conditionals.sample_lam is not lam, moves.POSITIONS["log"] is not log_pos,
+                   conditionals.sample_ab_weight_space is not ab)
+        assert changed == (variant == "lam_ignores_margin", variant == "no_log_jacobian",
+                           variant == "ab_half_nu")
     assert conditionals.sample_lam is lam and moves.POSITIONS["log"] is log_pos
+    assert conditionals.sample_ab_weight_space is ab
 print("ok")
 """
 
@@ -251,6 +255,39 @@ def test_sbc_wrong_variants_are_patched_and_restored():
     """In a subprocess: importing the benchmarks switches JAX to 64 bits for the process."""
     env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{BENCH}", JAX_PLATFORMS="cpu")
     proc = subprocess.run([sys.executable, "-c", _SBC_PATCH_CHECK], capture_output=True,
+                          text=True, timeout=120, env=env)  # fmt: skip
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr
+
+
+_SBC_LANDMARK_CHECK = """
+import numpy as np
+import sbc
+from bayesmkl.model.classification import PRIORS
+h, cfg = PRIORS["default"], dict(sbc.TINY, points=3)
+K0, d0, m0, z0 = sbc.simulate("3-class", 1, cfg, h)
+K, d, m, z = sbc.simulate("3-class", 1, cfg, h, landmarks=5)
+idx = sbc.landmark_rows("3-class", 1, 12, 5)
+assert K0.shape == (2, 12, 12) and z0["a"].shape == (3, 12)
+assert K.shape == (2, 12, 5) and z["a"].shape == z["nu"].shape == (3, 5)
+assert z["lam"].shape == m.shape == (3, 12) and len(set(idx.tolist())) == 5
+np.testing.assert_array_equal(K, K0[:, :, idx])  # Z = X[idx]: the landmarks are training rows
+w = z["e"] / z["e"].sum()
+f = np.einsum("p,pnj,cj->cn", w, K, z["a"]) + z["b"][:, None]  # f = A Psi_w^T + b, written out
+np.testing.assert_allclose(np.asarray(sbc.true_decision_values(K, w, z["a"], z["b"], True)), f,
+                           rtol=1e-12, atol=1e-12)
+q = sbc.quantities(w, z["a"], z["b"], z["lam"], z["nu"], 0.0, K, [0, 1, 2], landmarks=True)
+for c in range(3):
+    for i in range(3):
+        np.testing.assert_allclose(q[f"f[{c},{i}]"], f[c, i], rtol=1e-12, atol=1e-12)
+print("ok")
+"""
+
+
+def test_sbc_landmark_replications_draw_the_landmark_model():
+    """``sbc.py --landmarks M``: K(X, Z) over M training rows, the prior's (a, ν) on M columns, and
+    the ranked f at the training points are f = A Ψ_wᵀ + b (in a subprocess, as above)."""
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{BENCH}", JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-c", _SBC_LANDMARK_CHECK], capture_output=True,
                           text=True, timeout=120, env=env)  # fmt: skip
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr
 
