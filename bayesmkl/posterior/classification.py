@@ -97,6 +97,24 @@ def label_log_proba(F, codes, log_proba) -> np.ndarray:
     return out
 
 
+def _point_log_lik(F, delta, gamma0, sample_weight=None) -> np.ndarray:
+    """Each training point's factor of the posterior per draw, ``(S, N)``: the pseudo-likelihood
+    terms of ``F: (S, N, C)`` summed over the classifiers, in blocks of points of at most
+    :data:`POINT_BLOCK_ENTRIES` values (one block unless F is larger)."""
+    S, N, C = F.shape
+    step = max(1, POINT_BLOCK_ENTRIES // max(S * C, 1))
+    delta = np.asarray(delta)
+    out = np.empty((S, N))
+    with x64_scope():
+        for i in range(0, N, step):
+            j = min(N, i + step)
+            F_cn = np.swapaxes(F[:, i:j], 1, 2)
+            weight = None if sample_weight is None else np.asarray(sample_weight)[i:j]
+            terms = log_pseudo_likelihood_terms(F_cn, delta[None, :, i:j], gamma0, weight)
+            out[:, i:j] = np.asarray(terms).sum(axis=1)
+    return out
+
+
 def label_log_likelihood(F, codes, draws_shape, *, gamma0: float, calibrator=None) -> np.ndarray:
     """Per draw, the log probability of each label ``codes: (N,)`` given decision draws
     ``F: (S, N, C)`` (as :func:`log_proba_draws`), shaped ``draws_shape + (N,)`` (``(chains,
@@ -117,10 +135,7 @@ def loo_calibration(F, codes, delta, *, gamma0: float, sample_weight=None, alway
     :data:`LOO_KHAT_WARN` of the points have k̂ above the reliable range, or whenever
     ``always_warn`` (the paper's prior).
     """
-    with x64_scope():
-        F_cn = np.swapaxes(F, 1, 2)
-        terms = log_pseudo_likelihood_terms(F_cn, delta[None], gamma0, sample_weight)
-        log_lik = np.asarray(terms).sum(axis=1)  # (S, N)
+    log_lik = _point_log_lik(F, delta, gamma0, sample_weight)  # (S, N)
     log_w, khat = _loo.psis_log_weights(log_lik)
     cal = _loo._calibrator_from_weights(
         F, codes, log_w, khat, gamma0=gamma0, point_weights=sample_weight, per_class=True,

@@ -706,3 +706,21 @@ def test_label_log_likelihood_in_blocks_of_points(monkeypatch):
     np.testing.assert_allclose(lp.reshape(2, 5, 53), whole, rtol=1e-13, atol=1e-13)
     blocked = classification.label_log_likelihood(F, codes, (2, 5), gamma0=100.0)
     np.testing.assert_allclose(blocked, whole, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_loo_log_lik_in_blocks_of_points(monkeypatch, weighted):
+    """The PSIS-LOO log-likelihood of loo_calibration, computed in blocks of points, has the
+    values of one block (the terms are point by point, their sum over classifiers too)."""
+    import bayesmkl.posterior.classification as classification
+
+    rng = np.random.default_rng(7)
+    S, n, C = 9, 41, 3
+    F = rng.normal(size=(S, n, C))
+    delta = np.where(rng.uniform(size=(C, n)) < 0.5, -1.0, 1.0)
+    sw = rng.uniform(0.5, 2.0, size=n) if weighted else None
+    whole = classification._point_log_lik(F, delta, 100.0, sw)
+    monkeypatch.setattr(classification, "POINT_BLOCK_ENTRIES", 5 * S * C)
+    blocked = classification._point_log_lik(F, delta, 100.0, sw)
+    assert whole.shape == (S, n)
+    np.testing.assert_allclose(blocked, whole, rtol=1e-14, atol=1e-14)
