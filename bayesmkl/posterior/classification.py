@@ -73,11 +73,55 @@ def proba_draws(F, *, gamma0: float, calibrator=None) -> np.ndarray:
     return check_predictions(P, "probabilities")
 
 
+#: Most decision values ``S·n·C`` whose per-draw log probabilities (and their temporaries, each
+#: as large) :func:`label_log_proba` computes at once; more go in blocks of points. At S = 2,000
+#: draws of N = 13,314 points every such array is 213 MB, and the label log-likelihood held
+#: about ten of them at once (2.2 GB).
+POINT_BLOCK_ENTRIES = 2**22
+
+
+def label_log_proba(F, codes, log_proba) -> np.ndarray:
+    """``log_proba(F)[:, i, codes[i]]`` ``(S, N)`` for decision draws ``F: (S, N, C)``, with
+    ``log_proba`` a map ``(S, n, C) → (S, n, K)`` that acts point by point; computed in blocks
+    of points of at most :data:`POINT_BLOCK_ENTRIES` values (the same values: one block unless
+    F is larger)."""
+    S, N, C = F.shape
+    codes = np.asarray(codes)
+    step = max(1, POINT_BLOCK_ENTRIES // max(S * C, 1))
+    if step >= N:
+        return np.asarray(log_proba(F))[:, np.arange(N), codes]
+    out = np.empty((S, N))
+    for i in range(0, N, step):
+        j = min(N, i + step)
+        out[:, i:j] = np.asarray(log_proba(F[:, i:j]))[:, np.arange(j - i), codes[i:j]]
+    return out
+
+
+def _point_log_lik(F, delta, gamma0, sample_weight=None) -> np.ndarray:
+    """Each training point's factor of the posterior per draw, ``(S, N)``: the pseudo-likelihood
+    terms of ``F: (S, N, C)`` summed over the classifiers, in blocks of points of at most
+    :data:`POINT_BLOCK_ENTRIES` values (one block unless F is larger)."""
+    S, N, C = F.shape
+    step = max(1, POINT_BLOCK_ENTRIES // max(S * C, 1))
+    delta = np.asarray(delta)
+    out = np.empty((S, N))
+    with x64_scope():
+        for i in range(0, N, step):
+            j = min(N, i + step)
+            F_cn = np.swapaxes(F[:, i:j], 1, 2)
+            weight = None if sample_weight is None else np.asarray(sample_weight)[i:j]
+            terms = log_pseudo_likelihood_terms(F_cn, delta[None, :, i:j], gamma0, weight)
+            out[:, i:j] = np.asarray(terms).sum(axis=1)
+    return out
+
+
 def label_log_likelihood(F, codes, draws_shape, *, gamma0: float, calibrator=None) -> np.ndarray:
     """Per draw, the log probability of each label ``codes: (N,)`` given decision draws
     ``F: (S, N, C)`` (as :func:`log_proba_draws`), shaped ``draws_shape + (N,)`` (``(chains,
     draws, N)``)."""
-    lp = log_proba_draws(F, gamma0=gamma0, calibrator=calibrator)[:, np.arange(len(codes)), codes]
+    lp = label_log_proba(
+        F, codes, lambda Fb: log_proba_draws(Fb, gamma0=gamma0, calibrator=calibrator)
+    )
     return lp.reshape(*draws_shape, len(codes))
 
 
@@ -91,10 +135,7 @@ def loo_calibration(F, codes, delta, *, gamma0: float, sample_weight=None, alway
     :data:`LOO_KHAT_WARN` of the points have k̂ above the reliable range, or whenever
     ``always_warn`` (the paper's prior).
     """
-    with x64_scope():
-        F_cn = np.swapaxes(F, 1, 2)
-        terms = log_pseudo_likelihood_terms(F_cn, delta[None], gamma0, sample_weight)
-        log_lik = np.asarray(terms).sum(axis=1)  # (S, N)
+    log_lik = _point_log_lik(F, delta, gamma0, sample_weight)  # (S, N)
     log_w, khat = _loo.psis_log_weights(log_lik)
     cal = _loo._calibrator_from_weights(
         F, codes, log_w, khat, gamma0=gamma0, point_weights=sample_weight, per_class=True,
@@ -117,7 +158,7 @@ def loo_calibration(F, codes, delta, *, gamma0: float, sample_weight=None, alway
             UserWarning,
             stacklevel=4,
         )
-    lp = cal.log_proba_draws(F)[:, np.arange(len(codes)), codes]
+    lp = label_log_proba(F, codes, cal.log_proba_draws)
     return cal, logsumexp(lp + log_w, axis=0)
 
 

@@ -17,6 +17,11 @@ from bayesmkl.model.likelihood import psi
 
 #: Draws whose decision values :func:`draw_decision_values` computes at once.
 DECISION_BATCH = 64
+#: Most entries ``batch_size·M·N`` of the weighted kernels a batch of :func:`draw_decision_values`
+#: may hold (256 MiB in float64). Above it the decision values go through the per-kernel
+#: contributions ``K_m a`` ``(P, M, batch_size·C)`` instead: a landmark fit on magic (M = 13,314
+#: training rows, N = 300 landmarks) held 64 × 13,314 × 300 float64 = 2.0 GB per batch there.
+MAX_WEIGHTED_KERNEL_ENTRIES = 2**25
 
 
 @with_x64
@@ -32,19 +37,32 @@ def draw_decision_values(w, a, b, K_test, *, batch_size: int = DECISION_BATCH):
     K_test : array (P, M, N)
         Kernel rows between M new points and the N training points.
     batch_size : int
-        Draws processed at once (bounds memory at ``batch_size·M·N``).
+        Draws processed at once. Memory is bounded at ``batch_size·M·N`` values (the weighted
+        kernels of a batch) or, when that is above :data:`MAX_WEIGHTED_KERNEL_ENTRIES`, at
+        ``P·M·batch_size·C`` (the per-kernel contributions K_m a of a batch, summed over m with
+        each draw's weights: the same values up to rounding).
 
     Returns
     -------
     array (S, M, C)
     """
     P, M, N = K_test.shape
-    Kflat = K_test.reshape(P, M * N)
+    C = a.shape[1]
+    if batch_size * M * N <= MAX_WEIGHTED_KERNEL_ENTRIES:
+        Kflat = K_test.reshape(P, M * N)
 
-    def one_batch(args):
-        wb, ab, bb = args
-        Kw = (wb.astype(Kflat.dtype) @ Kflat).reshape(-1, M, N).astype(jnp.float64)
-        return jnp.einsum("smn,scn->smc", Kw, ab) + bb[:, None, :]
+        def one_batch(args):
+            wb, ab, bb = args
+            Kw = (wb.astype(Kflat.dtype) @ Kflat).reshape(-1, M, N).astype(jnp.float64)
+            return jnp.einsum("smn,scn->smc", Kw, ab) + bb[:, None, :]
+    else:  # large blocks (landmark fits at their training rows): one GEMM over all kernels
+        Krows = K_test.reshape(P * M, N)
+
+        def one_batch(args):
+            wb, ab, bb = args
+            Phi = Krows @ ab.reshape(-1, N).T.astype(Krows.dtype)  # (P·M, batch·C)
+            Phi = Phi.reshape(P, M, -1, C).astype(jnp.float64)
+            return jnp.einsum("sp,pmsc->smc", wb, Phi) + bb[:, None, :]
 
     S = w.shape[0]
     pad = (-S) % batch_size

@@ -660,3 +660,67 @@ def test_calibration_parameter_is_validated():
     for bad in ("psis", 1, 2.5, True):
         with pytest.raises(ValueError, match="calibration must be"):
             BM3KLClassifier(calibration=bad).fit(X, y)
+
+
+@pytest.mark.parametrize("C", [1, 3])
+def test_large_blocks_are_cut_into_blocks_of_points(monkeypatch, C):
+    """With BLOCK_ENTRIES small the map's objective reads the points in blocks (views): the
+    same fitted map as in one block, to rounding; the blocks cover every point once."""
+    import bayesmkl.posterior.calibration as calibration
+
+    rng = np.random.default_rng(5)
+    S, n = 12, 300
+    F = rng.normal(scale=1.5, size=(S, n, C))
+    codes = rng.integers(0, 2 if C == 1 else C, size=n)
+    lw = rng.normal(size=(S, n))
+    lw -= logsumexp(lw, axis=0, keepdims=True)
+    whole = fit_calibrator([F], [codes], gamma0=100.0, log_weights=[lw], per_class=C > 1)
+    monkeypatch.setattr(calibration, "BLOCK_ENTRIES", 7 * S * C)
+    cut = calibration._point_blocks(_blocks(F, codes, lw))
+    assert len(cut) == int(np.ceil(n / 7))
+    assert np.array_equal(np.concatenate([b[0] for b in cut], axis=1), F)
+    assert np.array_equal(np.concatenate([b[1] for b in cut]), codes)
+    blocked = fit_calibrator([F], [codes], gamma0=100.0, log_weights=[lw], per_class=C > 1)
+    np.testing.assert_allclose(blocked.temperature, whole.temperature, rtol=1e-6)
+    np.testing.assert_allclose(blocked.class_temperatures, whole.class_temperatures, rtol=1e-6)
+    np.testing.assert_allclose(blocked.oof_log_loss, whole.oof_log_loss, rtol=1e-12)
+
+
+def test_label_log_likelihood_in_blocks_of_points(monkeypatch):
+    """label_log_proba in blocks of points gives the values of one block, point by point."""
+    import bayesmkl.posterior.classification as classification
+
+    rng = np.random.default_rng(6)
+    F = rng.normal(size=(10, 53, 3))
+    codes = rng.integers(0, 3, size=53)
+    whole = classification.label_log_likelihood(F, codes, (2, 5), gamma0=100.0)
+    monkeypatch.setattr(classification, "POINT_BLOCK_ENTRIES", 4 * 10 * 3)
+    calls = []
+
+    def spy(Fb):
+        calls.append(Fb.shape[1])
+        return classification.log_proba_draws(Fb, gamma0=100.0)
+
+    lp = classification.label_log_proba(F, codes, spy)
+    assert calls == [4] * 13 + [1]
+    np.testing.assert_allclose(lp.reshape(2, 5, 53), whole, rtol=1e-13, atol=1e-13)
+    blocked = classification.label_log_likelihood(F, codes, (2, 5), gamma0=100.0)
+    np.testing.assert_allclose(blocked, whole, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_loo_log_lik_in_blocks_of_points(monkeypatch, weighted):
+    """The PSIS-LOO log-likelihood of loo_calibration, computed in blocks of points, has the
+    values of one block (the terms are point by point, their sum over classifiers too)."""
+    import bayesmkl.posterior.classification as classification
+
+    rng = np.random.default_rng(7)
+    S, n, C = 9, 41, 3
+    F = rng.normal(size=(S, n, C))
+    delta = np.where(rng.uniform(size=(C, n)) < 0.5, -1.0, 1.0)
+    sw = rng.uniform(0.5, 2.0, size=n) if weighted else None
+    whole = classification._point_log_lik(F, delta, 100.0, sw)
+    monkeypatch.setattr(classification, "POINT_BLOCK_ENTRIES", 5 * S * C)
+    blocked = classification._point_log_lik(F, delta, 100.0, sw)
+    assert whole.shape == (S, n)
+    np.testing.assert_allclose(blocked, whole, rtol=1e-14, atol=1e-14)
