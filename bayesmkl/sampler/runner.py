@@ -23,18 +23,22 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import os
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayesmkl.config import x64_enabled
 from bayesmkl.sampler.kernel import BM3KLKernel, unpack_args
 from bayesmkl.sampler.state import ChainState
 from bayesmkl.sampler.sweep import build_sweep
 
-__all__ = ["ChainRunner", "MAX_HELD_SHAPES", "clear_chunk_cache", "hold_programs_for",
-           "release_compiled_programs"]  # fmt: skip
+__all__ = ["CHAIN_GROUPS_ENV", "ChainRunner", "MAX_HELD_SHAPES", "chain_groups_for",
+           "clear_chunk_cache", "hold_programs_for", "release_compiled_programs"]  # fmt: skip
 
 #: Compiled chunk functions kept (least recently used dropped first, with their programs).
 CHUNK_CACHE_SIZE = 4
@@ -130,6 +134,52 @@ def _chunk_fn(likelihood, config, num_warmup: int, length: int, fields: tuple, m
     return fn
 
 
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+#: Environment variable that sets the number of chain groups ``"auto"`` gives (an integer).
+CHAIN_GROUPS_ENV = "BAYESMKL_CHAIN_GROUPS"
+
+
+def chain_groups_for(num_chains: int, groups="auto") -> int:
+    """How many groups of vectorised chains :class:`ChainRunner` runs at once, each in its own
+    thread: ``groups`` itself when an int (it must divide ``num_chains``); ``"auto"``: the
+    value of ``$BAYESMKL_CHAIN_GROUPS`` when set, else on a CPU backend the largest divisor of
+    ``num_chains`` that is at most the number of cores this process may use, else 1 (one
+    accelerator runs one program best)."""
+    num_chains = int(num_chains)
+    if groups == "auto" and os.environ.get(CHAIN_GROUPS_ENV, "").strip():
+        groups = os.environ[CHAIN_GROUPS_ENV].strip()
+        if not groups.isdigit():
+            raise ValueError(f"${CHAIN_GROUPS_ENV} must be a positive integer; got {groups!r}")
+    if groups != "auto":
+        g = int(groups)
+        if g < 1 or num_chains % g:
+            raise ValueError(f"chain groups must divide num_chains={num_chains}; got {groups}")
+        return g
+    if jax.default_backend() != "cpu":
+        return 1
+    cores = _usable_cores()
+    return max(g for g in range(1, num_chains + 1) if num_chains % g == 0 and g <= cores)
+
+
+@partial(jax.jit, static_argnums=1)
+def _split(state, groups: int):
+    """``state`` cut into ``groups`` equal parts along its chain axis (one program)."""
+    n = jax.tree.leaves(state)[0].shape[0] // groups
+    return tuple(jax.tree.map(lambda x, i=i: x[i * n : (i + 1) * n], state) for i in range(groups))
+
+
+@jax.jit
+def _join(parts):
+    """The inverse of :func:`_split`."""
+    return jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *parts)
+
+
 def _by_chain(x):
     """``(draws, chains, ...)`` → ``(chains, draws, ...)`` as NumPy."""
     return np.swapaxes(np.asarray(x), 0, 1)
@@ -155,13 +205,22 @@ class ChainRunner:
         (:meth:`get_monitored`), taken from the sweep's :class:`~bayesmkl.sampler.state.Info`,
         which has them anyway: the run-length monitor then need not recompute ``K_w`` per
         draw.
+    chain_groups : int or "auto", default="auto"
+        The chains are split into this many equal groups, each run by the same compiled chunk
+        (vectorised over its chains) in its own thread, so that the groups run on different
+        cores at once (one XLA CPU program of vectorised chains keeps about one core busy).
+        Each chain runs the same sweeps as in one group; the compiled program of a narrower
+        batch may vectorise its arithmetic differently, so the draws can differ from the
+        one-group run's in the last bits. ``"auto"``: :func:`chain_groups_for`.
     """
 
-    def __init__(self, kernel: BM3KLKernel, num_chains: int, num_samples: int, monitor_points=None):
+    def __init__(self, kernel: BM3KLKernel, num_chains: int, num_samples: int, monitor_points=None,
+                 chain_groups="auto"):  # fmt: skip
         self.kernel = kernel
         self.num_chains = int(num_chains)
         self.num_samples = int(num_samples)
         self.monitor_points = monitor_points
+        self.chain_groups = chain_groups_for(self.num_chains, chain_groups)
         self.post_warmup_state = None
         self.last_state = None
         self._draws = self._extra = self._monitored = None
@@ -181,7 +240,9 @@ class ChainRunner:
         points = jnp.asarray(self.monitor_points if monitors else [0], dtype=jnp.int32)
         kernel = self.kernel
         fn = _chunk_fn(kernel.likelihood, kernel.config, nw, self.num_samples, fields, monitors)
-        self.last_state, (z, extra, f_mon) = fn(state, K, targets, weight, margin, points)
+        self.last_state, (z, extra, f_mon) = self._run_groups(
+            fn, state, (K, targets, weight, margin, points)
+        )
         draws = {k: _by_chain(v) for k, v in z._asdict().items()}
         draws["w"] = draws["e"] / draws["e"].sum(axis=-1, keepdims=True)
         self._draws = draws
@@ -191,6 +252,24 @@ class ChainRunner:
             self._monitored = {"w": draws["w"], "f": _by_chain(f_mon)}
             for site in kernel.monitored_sites:
                 self._monitored[site] = draws[site]
+
+    def _run_groups(self, fn, state, args):
+        """``fn(state, *args)`` with the chains (axis 0 of ``state``; axis 1 of the draws)
+        split into :attr:`chain_groups` groups run in threads, results joined in chain order
+        (the draws as NumPy arrays)."""
+        g = self.chain_groups
+        if g == 1:
+            return fn(state, *args)
+        x64 = x64_enabled()  # a thread-local setting: the workers take the caller's
+
+        def work(part):
+            with jax.enable_x64(x64):
+                return jax.block_until_ready(fn(part, *args))
+
+        with ThreadPoolExecutor(max_workers=g) as pool:
+            outs = list(pool.map(work, _split(state, g)))
+        draws = jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *(o[1] for o in outs))
+        return _join(tuple(o[0] for o in outs)), draws
 
     def get_samples(self, group_by_chain: bool = True) -> dict:
         """Draws of the last :meth:`run`, ``(chains, draws, ...)`` (``w`` included)."""

@@ -2,6 +2,7 @@
 
 import jax
 import numpy as np
+import pytest
 from numpyro.infer import MCMC
 
 from bayesmkl.estimators._fitting import run_monitor
@@ -117,3 +118,51 @@ def test_release_frees_the_programs_of_jitted_functions():
     assert f._cache_size() == 2
     runner.release_compiled_programs()
     assert f._cache_size() == 0
+
+
+def test_chain_groups_in_threads_give_the_one_program_draws():
+    """Four chains run as two groups of two, each group in its own thread, give every chain the
+    draws, extra fields, monitored values and last state of one program of four chains, over
+    two chunks, to rounding (the program of two chains may vectorise differently: 1e-13 here);
+    a chain given another's state or key would differ at the first draw."""
+    K, delta = _problem()
+    kernel = BM3KL(adapt_sweeps=3)
+    runs = {}
+    for groups in (1, 2):
+        run = ChainRunner(kernel, num_chains=4, num_samples=4, monitor_points=np.array([2, 7]),
+                          chain_groups=groups)  # fmt: skip
+        assert run.chain_groups == groups
+        run.run(jax.random.key(8), K, delta, extra_fields=("accept_prob",))
+        run.post_warmup_state = run.last_state
+        run.run(run.last_state.rng_key, K, delta, extra_fields=("accept_prob",))
+        runs[groups] = run
+    one, two = runs[1], runs[2]
+    same = dict(rtol=1e-9, atol=1e-12)
+    for site in ("e", "a", "b", "lam", "nu", "w"):
+        np.testing.assert_allclose(two.get_samples()[site], one.get_samples()[site], **same)
+    np.testing.assert_allclose(two.get_extra_fields()["accept_prob"],
+                               one.get_extra_fields()["accept_prob"], **same)  # fmt: skip
+    np.testing.assert_allclose(two.get_monitored()["f"], one.get_monitored()["f"], **same)
+    for x, y in zip(
+        jax.tree.leaves(two.last_state.z), jax.tree.leaves(one.last_state.z), strict=True
+    ):
+        np.testing.assert_allclose(x, y, **same)
+    assert two.get_samples()["e"].shape[:2] == (4, 4)
+
+
+def test_chain_groups_auto_uses_the_cores_and_divides_the_chains(monkeypatch):
+    """``"auto"``: the largest divisor of the number of chains not above the usable cores (on
+    CPU), or ``$BAYESMKL_CHAIN_GROUPS``; an explicit number must divide the chains."""
+    monkeypatch.setattr(runner, "_usable_cores", lambda: 2)
+    assert [runner.chain_groups_for(c) for c in (1, 2, 3, 4, 6)] == [1, 2, 1, 2, 2]
+    monkeypatch.setattr(runner, "_usable_cores", lambda: 8)
+    assert [runner.chain_groups_for(c) for c in (4, 6, 12)] == [4, 6, 6]
+    assert runner.chain_groups_for(4, 4) == 4
+    monkeypatch.setenv(runner.CHAIN_GROUPS_ENV, "1")
+    assert runner.chain_groups_for(4) == 1
+    monkeypatch.setenv(runner.CHAIN_GROUPS_ENV, "two")
+    with pytest.raises(ValueError, match="BAYESMKL_CHAIN_GROUPS"):
+        runner.chain_groups_for(4)
+    for bad in (3, 0, 5):
+        with pytest.raises(ValueError, match="must divide"):
+            runner.chain_groups_for(4, bad)
