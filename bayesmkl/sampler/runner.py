@@ -37,8 +37,9 @@ from bayesmkl.sampler.kernel import BM3KLKernel, unpack_args
 from bayesmkl.sampler.state import ChainState
 from bayesmkl.sampler.sweep import build_sweep
 
-__all__ = ["CHAIN_GROUPS_ENV", "ChainRunner", "MAX_HELD_SHAPES", "chain_groups_for",
-           "clear_chunk_cache", "hold_programs_for", "release_compiled_programs"]  # fmt: skip
+__all__ = ["CHAIN_GROUPS_ENV", "ChainRunner", "MAX_HELD_SHAPES", "MIN_GROUP_KERNEL_ENTRIES",
+           "chain_groups_for", "clear_chunk_cache", "hold_programs_for",
+           "release_compiled_programs"]  # fmt: skip
 
 #: Compiled chunk functions kept (least recently used dropped first, with their programs).
 CHUNK_CACHE_SIZE = 4
@@ -143,14 +144,19 @@ def _usable_cores() -> int:
 
 #: Environment variable that sets the number of chain groups ``"auto"`` gives (an integer).
 CHAIN_GROUPS_ENV = "BAYESMKL_CHAIN_GROUPS"
+#: Fewest kernel entries (P·N·N, or P·N·M with landmarks) for which ``"auto"`` splits the
+#: chains: below it a sweep takes well under a millisecond, and the split (threads, and two
+#: small programs per data shape) costs more than it gains.
+MIN_GROUP_KERNEL_ENTRIES = 2**20
 
 
-def chain_groups_for(num_chains: int, groups="auto") -> int:
+def chain_groups_for(num_chains: int, groups="auto", kernel_entries: int | None = None) -> int:
     """How many groups of vectorised chains :class:`ChainRunner` runs at once, each in its own
     thread: ``groups`` itself when an int (it must divide ``num_chains``); ``"auto"``: the
-    value of ``$BAYESMKL_CHAIN_GROUPS`` when set, else on a CPU backend the largest divisor of
-    ``num_chains`` that is at most the number of cores this process may use, else 1 (one
-    accelerator runs one program best)."""
+    value of ``$BAYESMKL_CHAIN_GROUPS`` when set, else 1 for kernels of fewer than
+    :data:`MIN_GROUP_KERNEL_ENTRIES` entries (``kernel_entries``, when given) or on an
+    accelerator (one runs one program best), else the largest divisor of ``num_chains`` that
+    is at most the number of cores this process may use."""
     num_chains = int(num_chains)
     if groups == "auto" and os.environ.get(CHAIN_GROUPS_ENV, "").strip():
         groups = os.environ[CHAIN_GROUPS_ENV].strip()
@@ -161,7 +167,8 @@ def chain_groups_for(num_chains: int, groups="auto") -> int:
         if g < 1 or num_chains % g:
             raise ValueError(f"chain groups must divide num_chains={num_chains}; got {groups}")
         return g
-    if jax.default_backend() != "cpu":
+    small = kernel_entries is not None and kernel_entries < MIN_GROUP_KERNEL_ENTRIES
+    if small or jax.default_backend() != "cpu":
         return 1
     cores = _usable_cores()
     return max(g for g in range(1, num_chains + 1) if num_chains % g == 0 and g <= cores)
@@ -211,7 +218,8 @@ class ChainRunner:
         cores at once (one XLA CPU program of vectorised chains keeps about one core busy).
         Each chain runs the same sweeps as in one group; the compiled program of a narrower
         batch may vectorise its arithmetic differently, so the draws can differ from the
-        one-group run's in the last bits. ``"auto"``: :func:`chain_groups_for`.
+        one-group run's in the last bits. ``"auto"``: :func:`chain_groups_for`, given the size
+        of the kernels at each :meth:`run` (the number used is ``chain_groups`` after it).
     """
 
     def __init__(self, kernel: BM3KLKernel, num_chains: int, num_samples: int, monitor_points=None,
@@ -220,6 +228,7 @@ class ChainRunner:
         self.num_chains = int(num_chains)
         self.num_samples = int(num_samples)
         self.monitor_points = monitor_points
+        self._groups_asked = chain_groups
         self.chain_groups = chain_groups_for(self.num_chains, chain_groups)
         self.post_warmup_state = None
         self.last_state = None
@@ -240,6 +249,9 @@ class ChainRunner:
         points = jnp.asarray(self.monitor_points if monitors else [0], dtype=jnp.int32)
         kernel = self.kernel
         fn = _chunk_fn(kernel.likelihood, kernel.config, nw, self.num_samples, fields, monitors)
+        self.chain_groups = chain_groups_for(
+            self.num_chains, self._groups_asked, int(np.prod(K.shape))
+        )
         self.last_state, (z, extra, f_mon) = self._run_groups(
             fn, state, (K, targets, weight, margin, points)
         )

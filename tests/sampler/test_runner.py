@@ -152,12 +152,16 @@ def test_chain_groups_in_threads_give_the_one_program_draws():
 
 def test_chain_groups_auto_uses_the_cores_and_divides_the_chains(monkeypatch):
     """``"auto"``: the largest divisor of the number of chains not above the usable cores (on
-    CPU), or ``$BAYESMKL_CHAIN_GROUPS``; an explicit number must divide the chains."""
+    CPU) unless the kernels are small, or ``$BAYESMKL_CHAIN_GROUPS``; an explicit number must
+    divide the chains."""
     monkeypatch.setattr(runner, "_usable_cores", lambda: 2)
     assert [runner.chain_groups_for(c) for c in (1, 2, 3, 4, 6)] == [1, 2, 1, 2, 2]
     monkeypatch.setattr(runner, "_usable_cores", lambda: 8)
     assert [runner.chain_groups_for(c) for c in (4, 6, 12)] == [4, 6, 6]
     assert runner.chain_groups_for(4, 4) == 4
+    small, large = runner.MIN_GROUP_KERNEL_ENTRIES - 1, runner.MIN_GROUP_KERNEL_ENTRIES
+    assert [runner.chain_groups_for(4, kernel_entries=n) for n in (small, large)] == [1, 4]
+    assert runner.chain_groups_for(4, 2, kernel_entries=small) == 2  # asked for: kept
     monkeypatch.setenv(runner.CHAIN_GROUPS_ENV, "1")
     assert runner.chain_groups_for(4) == 1
     monkeypatch.setenv(runner.CHAIN_GROUPS_ENV, "two")
