@@ -163,6 +163,13 @@ def log_predictive(log_p_draws, axis: int = 0) -> np.ndarray:
 BLOCK_ENTRIES = 2**22
 
 
+def point_slices(n: int, per_point: int, entries: int) -> list[slice]:
+    """Consecutive slices of ``n`` points, each of at most ``entries`` values at ``per_point``
+    values a point (at least one point a slice); one slice of all when they fit."""
+    step = max(1, entries // max(per_point, 1))
+    return [slice(i, min(n, i + step)) for i in range(0, n, step)] or [slice(0, 0)]
+
+
 def _point_blocks(blocks):
     """``blocks`` with each ``(F, codes, log_w, pw)`` of more than :data:`BLOCK_ENTRIES` values
     cut into consecutive blocks of points; smaller ones as they are (the same sums, in the same
@@ -170,13 +177,11 @@ def _point_blocks(blocks):
     out = []
     for F, codes, lw, pw in blocks:
         S, n, C = F.shape
-        step = max(1, BLOCK_ENTRIES // max(S * C, 1))
-        if step >= n:
+        cuts = point_slices(n, S * C, BLOCK_ENTRIES)
+        if len(cuts) == 1:
             out.append((F, codes, lw, pw))
             continue
-        for i in range(0, n, step):
-            j = min(n, i + step)
-            out.append((F[:, i:j], codes[i:j], lw[:, i:j], pw[i:j]))
+        out.extend((F[:, c], codes[c], lw[:, c], pw[c]) for c in cuts)
     return out
 
 

@@ -77,7 +77,7 @@ def proba_draws(F, *, gamma0: float, calibrator=None) -> np.ndarray:
 #: as large) :func:`label_log_proba` computes at once; more go in blocks of points. At S = 2,000
 #: draws of N = 13,314 points every such array is 213 MB, and the label log-likelihood held
 #: about ten of them at once (2.2 GB).
-POINT_BLOCK_ENTRIES = 2**22
+POINT_BLOCK_ENTRIES = _calibration.BLOCK_ENTRIES
 
 
 def label_log_proba(F, codes, log_proba) -> np.ndarray:
@@ -87,13 +87,12 @@ def label_log_proba(F, codes, log_proba) -> np.ndarray:
     F is larger)."""
     S, N, C = F.shape
     codes = np.asarray(codes)
-    step = max(1, POINT_BLOCK_ENTRIES // max(S * C, 1))
-    if step >= N:
+    cuts = _calibration.point_slices(N, S * C, POINT_BLOCK_ENTRIES)
+    if len(cuts) == 1:
         return np.asarray(log_proba(F))[:, np.arange(N), codes]
     out = np.empty((S, N))
-    for i in range(0, N, step):
-        j = min(N, i + step)
-        out[:, i:j] = np.asarray(log_proba(F[:, i:j]))[:, np.arange(j - i), codes[i:j]]
+    for c in cuts:
+        out[:, c] = np.asarray(log_proba(F[:, c]))[:, np.arange(c.stop - c.start), codes[c]]
     return out
 
 
@@ -102,16 +101,15 @@ def _point_log_lik(F, delta, gamma0, sample_weight=None) -> np.ndarray:
     terms of ``F: (S, N, C)`` summed over the classifiers, in blocks of points of at most
     :data:`POINT_BLOCK_ENTRIES` values (one block unless F is larger)."""
     S, N, C = F.shape
-    step = max(1, POINT_BLOCK_ENTRIES // max(S * C, 1))
     delta = np.asarray(delta)
+    weights = None if sample_weight is None else np.asarray(sample_weight)
     out = np.empty((S, N))
     with x64_scope():
-        for i in range(0, N, step):
-            j = min(N, i + step)
-            F_cn = np.swapaxes(F[:, i:j], 1, 2)
-            weight = None if sample_weight is None else np.asarray(sample_weight)[i:j]
-            terms = log_pseudo_likelihood_terms(F_cn, delta[None, :, i:j], gamma0, weight)
-            out[:, i:j] = np.asarray(terms).sum(axis=1)
+        for c in _calibration.point_slices(N, S * C, POINT_BLOCK_ENTRIES):
+            F_cn = np.swapaxes(F[:, c], 1, 2)
+            weight = None if weights is None else weights[c]
+            terms = log_pseudo_likelihood_terms(F_cn, delta[None, :, c], gamma0, weight)
+            out[:, c] = np.asarray(terms).sum(axis=1)
     return out
 
 
