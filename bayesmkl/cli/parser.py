@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from bayesmkl.estimators._params import AUTO_EXACT_MAX_N, AUTO_N_LANDMARKS, choices
 from bayesmkl.estimators._params import CLASSIFIER_CONSTRAINTS as _TABLE
-from bayesmkl.estimators._params import choices
 from bayesmkl.model.bounds import HYPER_BOUNDS
 
 __all__ = ["CALIBRATIONS", "DEMO_MAX_TIME", "HYPER_OPTIONS", "MOVE_NAMES", "POOLS",
@@ -59,14 +59,18 @@ def _seed(text: str) -> int:
     return int(t)
 
 
-def _positive_int(text: str) -> int:
-    """``--n-landmarks``: an integer of at least 1."""
+def _n_landmarks(text: str):
+    """``--n-landmarks``: ``auto``, ``exact`` (``None``) or an integer of at least 1."""
+    if text in ("auto", "exact"):
+        return None if text == "exact" else text
     try:
         value = int(text)
     except ValueError:
         value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer of at least 1; got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"must be 'auto', 'exact' or an integer of at least 1; got {text!r}"
+        )
     return value
 
 
@@ -167,11 +171,12 @@ def _add_sampler_args(p, *, chains_default: int, max_time_default=None) -> None:
     )
     g.add_argument(
         "--n-landmarks",
-        type=_positive_int,
-        default=None,
-        metavar="M",
+        type=_n_landmarks,
+        default="auto",
+        metavar="M|auto|exact",
         help="fit the landmark model on M training rows (a sweep costs O(N M^2) instead of "
-        "O(N^3); for thousands of rows); default: the exact model",
+        "O(N^3); for thousands of rows), or the exact model; default: auto (exact up to "
+        f"{AUTO_EXACT_MAX_N:,} training rows, {AUTO_N_LANDMARKS} landmarks above)",
     )
     _add_choice(
         g,

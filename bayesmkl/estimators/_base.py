@@ -292,6 +292,7 @@ class BM3KLBase(BaseEstimator):
         self.kernel_names_ = list(kernel_input.names)
         for attr in ("landmarks_", "landmark_indices_"):  # a landmark fit's only
             self.__dict__.pop(attr, None)
+        self.n_landmarks_ = kernel_input.n_landmarks
         if kernel_input.n_landmarks is not None:
             pool = kernel_input.pool
             self.landmark_indices_ = None if pool is None else np.asarray(pool.landmarks_)

@@ -21,6 +21,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from bayesmkl.estimators import _params
 from bayesmkl.estimators._validation import (
     validate_labels,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "describe_quantity",
     "drop_corrupt_cache_entries",
     "landmark_rows",
+    "resolve_n_landmarks",
     "unsafe_cache_dir",
     "resolve_hyper",
     "unconverged_message",
@@ -330,13 +332,16 @@ def check_kernel_list_shapes(X, what: str = "precomputed kernels") -> None:
 
 def check_precomputed_stack(X, n_landmarks=None):
     """``X`` as a checked kernel stack ``(P, N, N)`` for ``kernels="precomputed"`` (with
-    ``n_landmarks=M``: the landmark block ``(P, N, M)``, docs/math.md §16); refused
+    ``n_landmarks=M``: the landmark block ``(P, N, M)``, docs/math.md §16; with ``"auto"``
+    either, a square stack being the exact model's); refused
     (``KernelMemoryError``) before any conversion when its handling would not fit in memory."""
     check_kernel_list_shapes(X)
     check_precomputed_memory(X)
     Xk = check_array(
         X, allow_nd=True, ensure_2d=False, dtype=(np.float64, np.float32), input_name="K"
     )
+    if isinstance(n_landmarks, str):  # "auto": the block's own shape says which model
+        n_landmarks = None if Xk.ndim != 3 or Xk.shape[1] == Xk.shape[2] else Xk.shape[2]
     if n_landmarks is not None:
         if Xk.ndim != 3 or Xk.shape[2] != int(n_landmarks):
             raise ValueError(
@@ -354,17 +359,36 @@ def check_precomputed_stack(X, n_landmarks=None):
     return Xk
 
 
+def resolve_n_landmarks(est, Xk) -> int | None:
+    """The landmarks M of ``est``'s fit on validated input ``Xk`` (``None``: the exact model).
+
+    ``est.n_landmarks`` as set, but ``"auto"``: the exact model on at most
+    :data:`~bayesmkl.estimators._params.AUTO_EXACT_MAX_N` training rows (or with
+    ``nu_update="collapsed"``, which only the exact model has),
+    :data:`~bayesmkl.estimators._params.AUTO_N_LANDMARKS` landmarks above; with precomputed
+    kernels the block's shape decides (``(P, N, N)``: exact, ``(P, N, M)``: M landmarks).
+    """
+    m = getattr(est, "n_landmarks", None)
+    if not isinstance(m, str):
+        return None if m is None else int(m)
+    if isinstance(est.kernels, str) and est.kernels == "precomputed":
+        return None if Xk.shape[1] == Xk.shape[2] else int(Xk.shape[2])
+    if Xk.shape[0] <= _params.AUTO_EXACT_MAX_N or getattr(est, "nu_update", "") == "collapsed":
+        return None
+    return _params.AUTO_N_LANDMARKS
+
+
 def fit_kernel_input(est, Xk, *, center=False, codes=None):
     """``(KernelInput, K (P, N, N))`` of ``est``'s kernels on validated input ``Xk``
-    (``center``: centre a named pool). With ``est.n_landmarks`` set, the landmark model's
-    ``K (P, N, M)`` (docs/math.md §16): a pool's kernels between the training points and the
-    landmarks that :func:`landmark_rows` picks (``codes``: class codes for
+    (``center``: centre a named pool). With landmarks (:func:`resolve_n_landmarks`), the
+    landmark model's ``K (P, N, M)`` (docs/math.md §16): a pool's kernels between the training
+    points and the landmarks that :func:`landmark_rows` picks (``codes``: class codes for
     ``landmark_method="stratified"``), or a precomputed block ``(P, N, M)`` as given."""
     dtype = None if est.kernel_dtype is None else str(np.dtype(est.kernel_dtype))
-    landmarks, n_landmarks = None, getattr(est, "n_landmarks", None)
+    landmarks, n_landmarks = None, resolve_n_landmarks(est, Xk)
     precomputed = isinstance(est.kernels, str) and est.kernels == "precomputed"
     if n_landmarks is not None and not precomputed:
-        landmarks = landmark_rows(est, Xk, codes)
+        landmarks = landmark_rows(est, Xk, n_landmarks, codes)
     return KernelInput.fit(
         est.kernels, Xk, dtype=dtype, kernel_names=est.kernel_names,
         feature_names=getattr(est, "feature_names_in_", None), center=center,
@@ -374,8 +398,9 @@ def fit_kernel_input(est, Xk, *, center=False, codes=None):
 
 def check_landmark_params(est) -> None:
     """Refuse settings the landmark model does not support (``ValueError``):
-    ``nu_update="collapsed"`` (whose exact block is the square model's)."""
-    if getattr(est, "n_landmarks", None) is None:
+    ``nu_update="collapsed"`` (whose exact block is the square model's) with a number of
+    landmarks (``"auto"`` then fits the exact model)."""
+    if getattr(est, "n_landmarks", None) is None or isinstance(est.n_landmarks, str):
         return
     if getattr(est, "nu_update", "gibbs") == "collapsed":
         raise ValueError(
@@ -384,15 +409,15 @@ def check_landmark_params(est) -> None:
         )
 
 
-def landmark_rows(est, Xk, codes=None) -> np.ndarray:
-    """The training rows ``(M,)`` that are the landmarks of ``est``'s fit
+def landmark_rows(est, Xk, M: int, codes=None) -> np.ndarray:
+    """The training rows ``(M,)`` that are the M landmarks of ``est``'s fit
     (:func:`bayesmkl.kernels.landmarks.choose_landmarks` with ``est.landmark_method``, seeded by
     ``est.random_state``; a ``warm_start`` fit keeps the previous fit's landmarks, so that its
     chains continue on the same model); ``ValueError`` when ``n_landmarks`` exceeds the N
     training rows."""
     from bayesmkl.kernels.landmarks import choose_landmarks, landmark_rng
 
-    N, M = Xk.shape[0], int(est.n_landmarks)
+    N = Xk.shape[0]
     if M > N:
         raise ValueError(
             f"n_landmarks={M} exceeds the {N} training rows; use at most {N} (n_landmarks=None "
@@ -426,7 +451,7 @@ def validate_fit_input(est, X, y):
     ``est.n_features_in_`` (and the feature names) for feature input."""
     check_landmark_params(est)
     if est.kernels == "precomputed":
-        Xk = check_precomputed_stack(X, getattr(est, "n_landmarks", None))
+        Xk = check_precomputed_stack(X, est.n_landmarks)
         n = Xk.shape[1]
     else:
         Xk = validate_data(est, X, dtype=np.float64, ensure_min_samples=2)

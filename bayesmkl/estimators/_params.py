@@ -53,11 +53,18 @@ _RHAT_TARGET = [
     Interval("real", 1, None, closed="neither", allow_inf=True, description="a number > 1")
 ]
 _KERNEL_DTYPE = [DtypeOptions("float64", "float32"), None]
-#: The landmark model (docs/math.md §16): ``None`` (exact) or M ≥ 1 landmarks (M ≤ N is checked
-#: at fit, where N is known), and the rule that picks them
+#: ``n_landmarks="auto"`` fits the exact model on at most this many training rows and the
+#: landmark model above. At N = 1,400 (magic, docs/benchmarks.md) the exact fit had not
+#: converged in 600 s (R-hat 1.78) while fits of 250–500 landmarks reached its log-loss.
+AUTO_EXACT_MAX_N = 1000
+#: Landmarks of an ``n_landmarks="auto"`` fit above :data:`AUTO_EXACT_MAX_N` rows: at
+#: N = 1,400 the log-loss stopped improving from M = 250 on, and the sweep costs O(N·M²).
+AUTO_N_LANDMARKS = 300
+#: The landmark model (docs/math.md §16): ``None`` (exact), M ≥ 1 landmarks (M ≤ N is checked
+#: at fit, where N is known) or ``"auto"`` (by N, at fit), and the rule that picks them
 #: (:data:`bayesmkl.kernels.landmarks.LANDMARK_METHODS`).
 _LANDMARKS = {
-    "n_landmarks": [None, Interval("int", 1, None, closed="left")],
+    "n_landmarks": [None, Interval("int", 1, None, closed="left"), Options("auto")],
     "landmark_method": [Options("kmeans++", "stratified")],
 }
 

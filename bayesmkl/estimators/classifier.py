@@ -176,9 +176,13 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         ``None``: the paper's raw rule softmax(ψ(f)) (docs/math.md §6), which is nearly 0/1 at
         γ0 = 100. Applied at prediction time: ``set_params(calibration=None)`` on a calibrated
         fit gives the raw rule without refitting.
-    n_landmarks : int or None, default=None
-        ``None``: the exact model, one sample weight per training point (the Gaussian step
-        costs O(N³) per sweep and the kernels P·N² entries). An int M (1 ≤ M ≤ N): the
+    n_landmarks : "auto", int or None, default="auto"
+        ``"auto"``: the exact model on at most 1,000 training rows, 300 landmarks above
+        (with precomputed kernels the block's shape decides, ``(P, N, N)`` or ``(P, N, M)``,
+        and ``nu_update="collapsed"`` keeps the exact model); the fit's choice is
+        ``n_landmarks_``. ``None``: the exact
+        model, one sample weight per training point (the Gaussian step costs O(N³) per sweep
+        and the kernels P·N² entries). An int M (1 ≤ M ≤ N): the
         landmark (reduced-support) model of docs/math.md §16, f(x) = Σ_j a_j K_w(x, z_j) + b
         over M training rows z_j (``landmarks_``) chosen by ``landmark_method``; the
         pseudo-likelihood still runs over all N points. A sweep then costs O(N·M² + M³) and the
@@ -255,9 +259,11 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         Training labels (stored in the DataTree's ``observed_data``).
     landmarks_ : ndarray (M, d)
         A landmark fit's landmarks in input space (the training rows ``landmark_indices_``, up
-        to rounding); set only when ``n_landmarks`` is set (``None`` with precomputed kernels).
+        to rounding); set only for a landmark fit (``None`` with precomputed kernels).
     landmark_indices_ : ndarray of int (M,)
         The landmarks' training rows (``None`` with precomputed kernels).
+    n_landmarks_ : int or None
+        The fit's number of landmarks M (``None``: the exact model), ``n_landmarks`` resolved.
     train_index_ : ndarray (N,)
         Labels of the training rows: the index of ``X`` when it was a pandas ``DataFrame``
         (labels netCDF cannot hold as strings), else 0 … N−1; the DataTree's ``obs``
@@ -300,7 +306,7 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         n_leapfrog=10, nu_update="gibbs", num_warmup=300, num_samples="auto", num_chains=4,
         chain_method="vectorized", rhat_target=1.01, ess_target=400, max_samples=5000,
         max_time=None, binary_mode="single", decision="proba", calibration="loo",
-        n_landmarks=None, landmark_method="kmeans++", kernel_dtype="float64", random_state=None,
+        n_landmarks="auto", landmark_method="kmeans++", kernel_dtype="float64", random_state=None,
         progress_bar=True, class_weight=None, kernel_names=None, warm_start=False,
     ):  # fmt: skip
         self.kernels = kernels

@@ -125,9 +125,13 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         Wall-clock budget in seconds of the whole :meth:`fit` (kernels, compilation, warm-up
         and sampling). A run whose budget ends during warm-up keeps warm-up draws; it says so
         (``run_report_.stopped_in == "warmup"``) and its predictions warn.
-    n_landmarks : int or None, default=None
-        ``None``: the exact model, one sample weight per training point (the Gaussian step
-        costs O(N³) per sweep and the kernels P·N² entries). An int M (1 ≤ M ≤ N): the
+    n_landmarks : "auto", int or None, default="auto"
+        ``"auto"``: the exact model on at most 1,000 training rows, 300 landmarks above
+        (with precomputed kernels the block's shape decides, ``(P, N, N)`` or ``(P, N, M)``,
+        and ``nu_update="collapsed"`` keeps the exact model); the fit's choice is
+        ``n_landmarks_``. ``None``: the exact
+        model, one sample weight per training point (the Gaussian step costs O(N³) per sweep
+        and the kernels P·N² entries). An int M (1 ≤ M ≤ N): the
         landmark (reduced-support) model of docs/math.md §16, f(x) = Σ_j a_j K_w(x, z_j) + b
         over M training rows z_j (``landmarks_``) chosen by ``landmark_method``; the
         pseudo-likelihood still runs over all N points. A sweep then costs O(N·M² + M³) and the
@@ -180,9 +184,11 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
     y_train_ : ndarray (N,)
     landmarks_ : ndarray (M, d)
         A landmark fit's landmarks in input space (the training rows ``landmark_indices_``, up
-        to rounding); set only when ``n_landmarks`` is set (``None`` with precomputed kernels).
+        to rounding); set only for a landmark fit (``None`` with precomputed kernels).
     landmark_indices_ : ndarray of int (M,)
         The landmarks' training rows (``None`` with precomputed kernels).
+    n_landmarks_ : int or None
+        The fit's number of landmarks M (``None``: the exact model), ``n_landmarks`` resolved.
     train_index_ : ndarray (N,)
         Labels of the training rows: the index of ``X`` when it was a pandas ``DataFrame``
         (labels netCDF cannot hold as strings), else 0 … N−1; the DataTree's ``obs``
@@ -211,7 +217,7 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         kappa=None, bias_prior_var=None, epsilon="auto", c_shape=2.0, c_rate=0.5,
         eps_shape=1.0, eps_rate=2.0, sampler="collapsed_log", step_size=0.01, n_leapfrog=10,
         num_warmup=300, num_samples="auto", num_chains=4, chain_method="vectorized",
-        rhat_target=1.01, ess_target=400, max_samples=5000, max_time=None, n_landmarks=None,
+        rhat_target=1.01, ess_target=400, max_samples=5000, max_time=None, n_landmarks="auto",
         landmark_method="kmeans++", kernel_dtype="float64", random_state=None, progress_bar=True,
         kernel_names=None,
     ):  # fmt: skip

@@ -372,8 +372,9 @@ def crossfit_decision_draws(
     ----------
     estimator : BM3KLClassifier
         Its parameters are copied (``sklearn.base.clone``) with ``kernels="precomputed"``,
-        ``calibration=None``, ``kernel_dtype=None``, no progress bar and, after a fit, the
-        ``num_samples`` that fit used; fold ``k`` uses ``random_state = seed + 1 + k``.
+        ``calibration=None``, ``kernel_dtype=None``, no progress bar, the fit's resolved
+        ``n_landmarks`` (``kernel_input_``) and, after a fit, the ``num_samples`` that fit
+        used; fold ``k`` uses ``random_state = seed + 1 + k``.
         With a ``deadline``, each fold's ``max_time`` is its share of the time left (the folds
         not yet run share it equally).
     K : array (P, N, N)
@@ -429,8 +430,8 @@ def crossfit_decision_draws(
     fixed_length = {"num_samples": max(1, int(report.num_samples))} if report is not None else {}
     draws, index, caught = [], [], {}
     # a landmark fit (docs/math.md §16): K (P, N, M); the refits keep its landmarks
-    landmark = getattr(estimator, "n_landmarks", None) is not None
-    landmark_params = {"n_landmarks": K.shape[2]} if landmark else {}
+    landmark = estimator.kernel_input_.n_landmarks is not None
+    landmark_params = {"n_landmarks": K.shape[2] if landmark else None}
     for fold, (tr, va) in enumerate(split.split(np.zeros(len(y)), y)):
         if deadline is not None:  # the folds left share what is left of the fit's budget
             budget = {"max_time": max((deadline - time.perf_counter()) / (k - fold), 1e-3)}

@@ -12,6 +12,7 @@ import pytest
 
 from bayesmkl import BM3KLClassifier
 from bayesmkl.cli import main, read_csv
+from bayesmkl.cli.parser import build_parser
 from bayesmkl.cli.report import kernels_phrase
 from bayesmkl.estimators._fitting import validate_fit_input
 from tests.estimators.test_estimator import SMALL, small_data
@@ -232,6 +233,10 @@ def test_landmark_fit_predict_round_trip(tmp_path, capsys):
             main(argv + ["--n-landmarks", bad])
         assert exc.value.code == 2
         assert "--n-landmarks" in capsys.readouterr().err
+    parse = build_parser().parse_args
+    assert parse(["fit", "d.csv"]).n_landmarks == "auto"
+    assert parse(["fit", "d.csv", "--n-landmarks", "exact"]).n_landmarks is None
+    assert parse(["fit", "d.csv", "--n-landmarks", "auto"]).n_landmarks == "auto"
 
 
 def test_regression_fit_predict_round_trip(tmp_path, capsys):

@@ -94,11 +94,74 @@ def test_all_points_as_landmarks_agree_with_the_exact_fit():
     assert zp.max() < 4.5, (p1[:, 1], p2[:, 1], zp)
 
 
-@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "auto", "10"])
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "Auto", "exact", "10"])
 def test_bad_n_landmarks_is_refused(bad):
     X, y = tiny_data(20)
     with pytest.raises(ValueError, match="n_landmarks"):
         BM3KLClassifier(tiny_pool(), n_landmarks=bad, **TINY).fit(X, y)
+
+
+@pytest.fixture
+def small_auto(monkeypatch):
+    """``n_landmarks="auto"`` with its switch moved down to tiny problems: exact up to 40
+    training rows, 12 landmarks above."""
+    from bayesmkl.estimators import _params
+
+    monkeypatch.setattr(_params, "AUTO_EXACT_MAX_N", 40)
+    monkeypatch.setattr(_params, "AUTO_N_LANDMARKS", 12)
+
+
+def test_auto_landmarks_switch_on_above_the_threshold(small_auto):
+    """``n_landmarks="auto"`` (the default) fits the exact model up to the threshold and the
+    landmark model above it: the same draws as the explicit setting, and ``n_landmarks_`` says
+    which; ``nu_update="collapsed"`` keeps the exact model."""
+    X, y = tiny_data(45)
+    for n, expect in ((40, None), (45, 12)):
+        auto = BM3KLClassifier(tiny_pool(), **TINY).fit(X[:n], y[:n])
+        explicit = BM3KLClassifier(tiny_pool(), n_landmarks=expect, **TINY).fit(X[:n], y[:n])
+        assert auto.n_landmarks == "auto" and auto.n_landmarks_ == expect
+        assert auto.posterior_["a"].shape[-1] == (n if expect is None else expect)
+        np.testing.assert_array_equal(auto.posterior_["w"], explicit.posterior_["w"])
+        np.testing.assert_array_equal(auto.posterior_["a"], explicit.posterior_["a"])
+    assert hasattr(auto, "landmarks_")
+    collapsed = BM3KLClassifier(tiny_pool(), nu_update="collapsed", **TINY).fit(X, y)
+    assert collapsed.n_landmarks_ is None and collapsed.posterior_["a"].shape[-1] == 45
+    reg = BM3KLRegressor(tiny_pool(), **TINY_REG).fit(X, X[:, 0])
+    assert reg.n_landmarks_ == 12 and reg.posterior_["a"].shape[-1] == 12
+
+
+def test_auto_landmarks_of_precomputed_kernels_follow_the_block_shape(small_auto):
+    """With ``kernels="precomputed"`` the estimator cannot choose landmarks: ``"auto"`` fits
+    a square stack exactly (whatever N) and a (P, N, M) block as M landmarks; K-fold ELPD
+    slices each accordingly."""
+    from bayesmkl.estimators.compare import kfold_elpd_of
+
+    X, y = tiny_data(45)
+    K = tiny_pool().fit(X).train_kernels()
+    square = BM3KLClassifier("precomputed", **TINY).fit(K, y)
+    assert square.n_landmarks_ is None and square.posterior_["a"].shape[-1] == 45
+    block = BM3KLClassifier("precomputed", **TINY).fit(K[:, :, :9], y)
+    assert block.n_landmarks_ == 9 and block.posterior_["a"].shape[-1] == 9
+    elpd = kfold_elpd_of(BM3KLClassifier("precomputed", **TINY), K[:, :, :9], y, n_folds=3)
+    assert np.all(np.isfinite(elpd.elpd_i))
+
+
+def test_cross_fitted_calibration_of_an_auto_exact_fit_refits_the_exact_model(monkeypatch):
+    """``calibration="cv"`` on an ``"auto"`` fit that chose the exact model refits square
+    blocks as exact models (not as a landmark model on all N training columns)."""
+    X, y = tiny_data(40)
+    seen = []
+    real = BM3KLClassifier.fit
+
+    def spy(self, X, y, sample_weight=None):
+        seen.append((self.kernels, self.n_landmarks, np.shape(X)))
+        return real(self, X, y, sample_weight)
+
+    monkeypatch.setattr(BM3KLClassifier, "fit", spy)
+    clf = BM3KLClassifier(tiny_pool(), **{**TINY, "calibration": "cv"}).fit(X, y)
+    folds = [s for s in seen if s[0] == "precomputed"]
+    assert clf.n_landmarks_ is None and folds
+    assert all(n is None and shape[1] == shape[2] < 40 for _, n, shape in folds)
 
 
 def test_more_landmarks_than_rows_is_refused():
