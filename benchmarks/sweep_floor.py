@@ -34,7 +34,8 @@ above floor. Memory traffic counts only arrays larger than the last-level cache 
 may stay cached from sweep to sweep, so counting them would not give a floor).
 
 Blocks: ``phi`` Φ = A·K_m; ``w_M`` M = Φ V⁻¹ Φᵀ and v (the pairwise updates' quadratic form);
-``w_pairs`` the ⌈4P⌉ sequential pair updates of w; ``hmc`` the collapsed HMC in log e (active
+``w_pairs`` the ⌈4P⌉ sequential pair updates of w (from P = 256 kernels without M: they carry
+the residual, and there is no ``w_M`` block); ``hmc`` the collapsed HMC in log e (active
 sets, L + 2 gradient evaluations, the mass-matrix products) — or, when
 :func:`~bayesmkl.sampler.collapsed.n_active_for` turns the collapse off (s = 0, the ORL shape),
 HMC on the conditional of e; ``kw`` K_w = Σ w_m K_m; ``ab`` the (a, b) Gaussian step
@@ -111,7 +112,7 @@ def llc_bytes() -> int:
     return best or 32 * 2**20
 
 
-def block_costs(N, P, C, s, L, isz=8, n_pairs=None, llc=32 * 2**20) -> dict:
+def block_costs(N, P, C, s, L, isz=8, n_pairs=None, llc=32 * 2**20, large_p=None) -> dict:
     """Per chain and sweep: ``{block: {"gemm", "gemm32", "chol", "trsm", "bytes", "steps"}}``.
 
     ``gemm`` are float64 dot flops (2 per multiply-add), ``gemm32`` float32 ones (the passes
@@ -120,8 +121,14 @@ def block_costs(N, P, C, s, L, isz=8, n_pairs=None, llc=32 * 2**20) -> dict:
     ``steps`` the number of sequential steps the block takes (1 for one vectorised pass).
     ``s`` is the active-set size of the collapsed move (0: HMC on the conditional of e),
     ``isz`` the kernels' item size, ``n_pairs`` the pair updates (default ⌈4P⌉), ``llc`` the
-    last-level cache in bytes.
+    last-level cache in bytes. ``large_p`` (default: P ≥
+    :data:`~bayesmkl.sampler.simplex.LARGE_P`) models the sampler's large-P forms: the pair
+    updates carry the residual instead of M (no ``w_M`` block; O(C N) per update, their edge
+    directions gathered from D = Φ/√V), and the HMC's identity mass has no P × P products.
     """
+    from bayesmkl.sampler.simplex import LARGE_P
+
+    large_p = P >= LARGE_P if large_p is None else bool(large_p)
     n_pairs = int(np.ceil(4.0 * P)) if n_pairs is None else int(n_pairs)
     f8, kb = 8, P * N * N * isz
     phi = P * C * N * f8
@@ -134,13 +141,25 @@ def block_costs(N, P, C, s, L, isz=8, n_pairs=None, llc=32 * 2**20) -> dict:
     gk = 2.0 * P * C * N * N
     out["phi"] = dict(gemm=0.0 if k32 else gk, gemm32=gk if k32 else 0.0,
                       bytes=again(kb) + again(phi), steps=1)  # fmt: skip
-    out["w_M"] = dict(gemm=2.0 * P * P * C * N + 2.0 * P * C * N,
-                      bytes=again(phi) + again(P * P * f8), steps=1)  # fmt: skip
-    out["w_pairs"] = dict(gemm=(2.0 * P * P if P > 1 else 0.0), vec=3.0 * P * n_pairs,
-                          bytes=again(P * P * f8, max(1, 2 * n_pairs // max(P, 1))),
-                          steps=n_pairs if P > 1 else 0)  # fmt: skip
+    if large_p:
+        # D = Φ/√V and r = (T − b)/√V − Σ w_m D_m once (the sum a dot), then per update
+        # d = D_j − D_k, q = ‖d‖², ⟨d, r⟩ and r ← r − Δx d: 7 C N; D read at two random rows
+        # per update, from memory when it does not fit in the cache
+        d_bytes = P * C * N * f8
+        out["w_pairs"] = dict(gemm=2.0 * P * C * N, vec=P * C * N + 7.0 * C * N * n_pairs,
+                              bytes=again(phi) + again(d_bytes)
+                              + (2 * n_pairs * C * N * f8 if d_bytes > llc else 0),
+                              steps=n_pairs)  # fmt: skip
+    else:
+        out["w_M"] = dict(gemm=2.0 * P * P * C * N + 2.0 * P * C * N,
+                          bytes=again(phi) + again(P * P * f8), steps=1)  # fmt: skip
+        out["w_pairs"] = dict(gemm=(2.0 * P * P if P > 1 else 0.0), vec=3.0 * P * n_pairs,
+                              bytes=again(P * P * f8, max(1, 2 * n_pairs // max(P, 1))),
+                              steps=n_pairs if P > 1 else 0)  # fmt: skip
     ev = L + 2  # gradient evaluations: the start, L leapfrog steps, the end
-    mass = (2.0 * L + 1.0) * 2.0 * P * P  # Lᵀg once per gradient (carried), Lp once per step
+    # Lᵀg once per gradient (carried), Lp once per step; none for the identity of large P
+    mass = 0.0 if large_p else (2.0 * L + 1.0) * 2.0 * P * P
+    mass_bytes = 0 if large_p else again(P * P * f8, 2 * L + 1)
     if s > 0:
         s1 = s + 1
         # one evaluation of the collapsed potential and its gradient (reverse mode): the
@@ -150,16 +169,17 @@ def block_costs(N, P, C, s, L, isz=8, n_pairs=None, llc=32 * 2**20) -> dict:
                   + 2.0 * C * s1**3 + 12.0 * C * N * s1 + 4.0 * C * s1 * s1)  # fmt: skip
         gathered = P * C * N * s * f8
         out["hmc"] = dict(
-            gemm=2.0 * P * C * N * s + ev * ev_dot + mass,  # + Φ of the active points
+            # Φ of the active points: a dot, or from P = 256 on a product and sum (vec)
+            gemm=(0.0 if large_p else 2.0 * P * C * N * s) + ev * ev_dot + mass,
+            vec=2.0 * P * C * N * s if large_p else 0.0,
             chol=ev * C * s1**3 / 3.0, trsm=ev * (2.0 * C * s1**3 + 6.0 * C * s1 * s1),
             chol_n=s1,
-            bytes=(again(P * C * N * s * isz) + again(gathered, 2 * ev)
-                   + again(P * P * f8, 2 * L + 1)),
+            bytes=again(P * C * N * s * isz) + again(gathered, 2 * ev) + mass_bytes,
             steps=L + 2,
         )  # fmt: skip
     else:  # the analytic gradient of the conditional of e: two passes over Φ per evaluation
         out["hmc"] = dict(gemm=ev * (4.0 * P * C * N + 2.0 * P) + mass,
-                          bytes=again(phi, 2 * ev) + again(P * P * f8, 2 * L + 1),
+                          bytes=again(phi, 2 * ev) + mass_bytes,
                           steps=L + 2)  # fmt: skip
     gw = 2.0 * P * N * N
     out["kw"] = dict(gemm=0.0 if k32 else gw, gemm32=gw if k32 else 0.0,
@@ -338,7 +358,8 @@ def time_sweeps(kernel, chains, K, delta, n_sweeps, reps, key):
 
 def block_functions(kernel, K, delta, state):
     """``{block: (jitted function, args)}``: each block of the default sweep as a pure function
-    of one chain's ``state`` (a :class:`~bayesmkl.sampler.state.State`)."""
+    of one chain's ``state`` (a :class:`~bayesmkl.sampler.state.State`); the blocks the sweep
+    runs at this P (no ``w_M`` on the large-P route)."""
     import jax
     import jax.numpy as jnp
 
@@ -356,7 +377,8 @@ def block_functions(kernel, K, delta, state):
     n_pairs = max(1, int(np.ceil(cfg.pairs_per_kernel * P)))
     T, V = CLASSIFICATION.pseudo_observations(z, delta, None, None)
     Phi = cond.per_kernel_decisions(K, z.a)
-    M, v = simplex.quadratic_form(Phi, z.b, T, V)
+    residual = simplex.uses_residual_path(P)  # the large-P route: no M
+    M, v = (None, None) if residual else simplex.quadratic_form(Phi, z.b, T, V)
     w = z.e / jnp.sum(z.e)
     Kw = combine_kernels(K, w)
     key = jax.random.key(7)
@@ -376,6 +398,11 @@ def block_functions(kernel, K, delta, state):
         return simplex.pairwise_gibbs(key, w, M, v, eta, n_pairs, eta_is_one=cfg.eta_is_one,
                                       return_capped=True)  # fmt: skip
 
+    def pairs_residual(key, w, Phi, b, T, V, eta):
+        return simplex.pairwise_gibbs_residual(
+            key, w, Phi, b, T, V, eta, n_pairs, eta_is_one=cfg.eta_is_one, return_capped=True
+        )
+
     def lam(key, Kw, a, b):
         return steps.lam_step(key, decision_values(Kw, a, b), delta, h.gamma0)
 
@@ -388,10 +415,14 @@ def block_functions(kernel, K, delta, state):
 
     k2 = jax.random.key(8)
     tau = h.bias_prior_var
+    if residual:
+        weight_blocks = {"w_pairs": (pairs_residual, (key, w, Phi, z.b, T, V, h.eta))}
+    else:
+        weight_blocks = {"w_M": (simplex.quadratic_form, (Phi, z.b, T, V)),
+                         "w_pairs": (pairs, (key, w, M, v, h.eta))}  # fmt: skip
     return {
         "phi": (cond.per_kernel_decisions, (K, z.a)),
-        "w_M": (simplex.quadratic_form, (Phi, z.b, T, V)),
-        "w_pairs": (pairs, (key, w, M, v, h.eta)),
+        **weight_blocks,
         "hmc": (hmc, (key, z.e, K, z.a, z.b, z.nu, z.lam, Phi, T, V, tau, h.eta, step)),
         "kw": (combine_kernels, (K, w)),
         "ab": (steps.gaussian_ab_step, (key, Kw, T, V, z.nu, tau)),
@@ -433,8 +464,7 @@ def run_unit(N, P, C, cores, n_sweeps, reps, rates, llc, quick):
                         int(np.ceil(cfg.pairs_per_kernel * P)), llc)  # fmt: skip
     chol = {n: measure_chol_rate(n, reps=3 if quick else 5) for n in {N, s + 1} if n > 1}
     blocks = {}
-    for name in BLOCKS:
-        fn, args = fns[name]
+    for name, (fn, args) in fns.items():
         jf = jax.jit(fn)
         jax.block_until_ready(jf(*args))
         t, _ = best_time(jf, *args, reps=reps + 2, min_time=20.0)
