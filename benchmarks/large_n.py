@@ -250,13 +250,24 @@ def _parser():
     return p
 
 
+def _note(r: dict) -> str:
+    """Why a row has no result, or why a BM3KL fit did not converge (where its budget ended)."""
+    if r.get("skipped") or r.get("error"):
+        return str(r.get("skipped") or r.get("error"))
+    if r.get("converged") is False:
+        n = r.get("num_samples")
+        where = "in warm-up (no kept draws)" if n == 0 else f"after {n} draws per chain"
+        return f"not converged: stopped by {r.get('stopped_by')} {where}"
+    return ""
+
+
 def write_markdown(store: UnitStore, results: dict, path: Path, summary=None) -> None:
     cols = ["data set", "method", "n_train", "acc", "logloss", "ece", "fit_s", "converged",
             "rhat_max", "ess_bulk_min", "peak_rss_gb", "note"]  # fmt: skip
     rows = []
     for ds, methods in results.items():
         for m, r in methods.items():
-            note = str(r.get("skipped") or r.get("error") or "").replace("|", "/")
+            note = _note(r).replace("|", "/")
             where = ds.replace(" | ", ", ")
             row = {c: r.get(c) for c in cols}
             rows.append({**row, "data set": where, "method": m, "note": note})
@@ -354,7 +365,7 @@ def _unit_in_a_process(args, ds: str, method: str, seed: int, passed: list) -> d
     line = [x for x in proc.stdout.splitlines() if x.startswith("UNIT ")]
     if proc.returncode != 0 or not line:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        rec = {"error": f"exit {proc.returncode}: {last[-300:]}"}
+        rec = {"error": f"exit {proc.returncode}: {last[-1500:]}"}
     else:
         rec = json.loads(line[-1][5:])
     print(f"    {rec}", flush=True)

@@ -61,11 +61,15 @@ def test_many_classes_refused_before_sampling(monkeypatch):
     need = fit_memory(est, P=2, C=40, N=80, run_chunk=RUN_CHUNK)["need"]
     assert f"needs {need / GiB:.3g} GiB but only {50 / 1024:.3g} GiB are available" in msg
     assert "2 chains × 1000 draws kept" in msg and "BAYESMKL_MEMORY_LIMIT_GB" in msg
-    assert "fewer classes (40 one-vs-all problems of 80 sample weights each)" in msg
+    assert "fewer classes (40 one-vs-all problems of 80 training points each)" in msg
+    assert "40 system(s) of 80 × 80 per chain" in msg
     assert "fewer num_samples (now 1000)" in msg and "fewer chains (num_chains=2)" in msg
     # num_samples="auto" keeps at most AUTO_MAX_KEPT + a chunk per chain: the hint says so
     with pytest.raises(FitMemoryError, match="a smaller max_samples .*thins to at most 1000"):
         est.set_params(num_samples="auto").fit(X, y)
+    # a landmark fit's systems are (M + 1)² with an N × (M + 1) design, not N × N
+    with pytest.raises(FitMemoryError, match=r"40 system\(s\) of \(11\)² with a design of 80 × 11"):
+        est.set_params(num_samples=1000, n_landmarks=10).fit(X, y)
 
 
 def test_regressor_refused_before_sampling(monkeypatch):

@@ -109,16 +109,18 @@ def check_fit_memory(
     if limit is None or m["need"] <= limit:
         return m
     name = type(est).__name__
+    M = N if M is None else int(M)
+    systems = f"{N} × {N}" if M == N else f"({M + 1})² with a design of {N} × {M + 1}"
     what = (
         f"{name}.fit ({m['chains']} chains × {m['kept']} draws kept × {m['per_draw']:,} values "
         f"per draw: {_gib(m['draws'])}, {m['peak']:g} times that while they are joined; the "
-        f"sampler's {C} system(s) of {N} × {N} per chain, {m['at_once']} chain(s) at once: "
+        f"sampler's {C} system(s) of {systems} per chain, {m['at_once']} chain(s) at once: "
         f"{_gib(m['systems'])}; the values computed at the {N} training points after sampling: "
         f"{_gib(m['after'])})"
     )
     hints = []
     if C > 1:
-        hints.append(f"fewer classes ({C} one-vs-all problems of {N} sample weights each)")
+        hints.append(f"fewer classes ({C} one-vs-all problems of {N} training points each)")
     if est.num_samples == "auto":
         hints.append(f"a smaller max_samples (now {est.max_samples}; 'auto' thins to at most "
                      f"{AUTO_MAX_KEPT} stored draws per chain)")  # fmt: skip
