@@ -69,7 +69,7 @@ def fit_unit(n: int, args) -> dict:
     clf = BM3KLClassifier(
         kernels="bsvm16", num_warmup=args.warmup, num_samples=args.samples,
         num_chains=args.chains, calibration=None, kernel_dtype=args.dtype, progress_bar=False,
-        random_state=0,
+        n_landmarks=None, random_state=0,
     )  # fmt: skip
     t0 = time.perf_counter()
     with warnings.catch_warnings():

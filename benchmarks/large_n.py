@@ -88,8 +88,7 @@ def _skip(reason: str) -> dict:
 def _bm3kl(args, Xtr, ytr, Xte, landmarks):
     from bayesmkl import BM3KLClassifier
 
-    extra = {} if landmarks is None else {"n_landmarks": landmarks}
-    clf = BM3KLClassifier(random_state=args.seed, max_time=args.max_time, **extra)
+    clf = BM3KLClassifier(random_state=args.seed, max_time=args.max_time, n_landmarks=landmarks)
     t0 = time.perf_counter()
     clf.fit(Xtr, ytr)
     fit_s = time.perf_counter() - t0
@@ -104,7 +103,7 @@ def _bm3kl(args, Xtr, ytr, Xte, landmarks):
         "num_samples": int(r.num_samples),
         "rhat_max": float(r.rhat_max),
         "ess_bulk_min": float(r.ess_bulk_min),
-        "n_landmarks": None if landmarks is None else int(len(clf.landmarks_)),
+        "n_landmarks": clf.n_landmarks_,
     }
     return proba, info
 
