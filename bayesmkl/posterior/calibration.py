@@ -185,6 +185,16 @@ def _point_blocks(blocks):
     return out
 
 
+def _normalised_columns(lw):
+    """``lw − logsumexp(lw, axis=0)``: each point's log weights over the draws normalised, a
+    block of points of at most :data:`BLOCK_ENTRIES` values at a time (the same values; no
+    temporaries of the whole ``(S, N)``)."""
+    out = np.empty_like(lw)
+    for c in point_slices(lw.shape[1], lw.shape[0], BLOCK_ENTRIES):
+        out[:, c] = lw[:, c] - logsumexp(lw[:, c], axis=0, keepdims=True)
+    return out
+
+
 def _nll_and_grad(theta, blocks, single, n_total):
     """Mean out-of-fold negative log predictive and its gradient in ``theta = (T, β)``.
 
@@ -294,8 +304,7 @@ def fit_calibrator(
         if log_weights is None:
             lw = np.full(F.shape[:2], -np.log(F.shape[0]))
         else:
-            lw = np.asarray(log_weights[k], dtype=float)
-            lw = lw - logsumexp(lw, axis=0, keepdims=True)
+            lw = _normalised_columns(np.asarray(log_weights[k], dtype=float))
         if point_weights is None:
             pw = np.ones(codes.shape[0])
         else:

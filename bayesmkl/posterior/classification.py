@@ -133,8 +133,7 @@ def loo_calibration(F, codes, delta, *, gamma0: float, sample_weight=None, alway
     :data:`LOO_KHAT_WARN` of the points have k̂ above the reliable range, or whenever
     ``always_warn`` (the paper's prior).
     """
-    log_lik = _point_log_lik(F, delta, gamma0, sample_weight)  # (S, N)
-    log_w, khat = _loo.psis_log_weights(log_lik)
+    log_w, khat = _loo.psis_log_weights(_point_log_lik(F, delta, gamma0, sample_weight))
     cal = _loo._calibrator_from_weights(
         F, codes, log_w, khat, gamma0=gamma0, point_weights=sample_weight, per_class=True,
     )  # fmt: skip
@@ -156,8 +155,14 @@ def loo_calibration(F, codes, delta, *, gamma0: float, sample_weight=None, alway
             UserWarning,
             stacklevel=4,
         )
-    lp = label_log_proba(F, codes, cal.log_proba_draws)
-    return cal, logsumexp(lp + log_w, axis=0)
+    # each point's LOO predictive, a block of points at a time: no (S, N) temporaries
+    S, N, C = F.shape
+    codes = np.asarray(codes)
+    loo = np.empty(N)
+    for c in _calibration.point_slices(N, S * C, POINT_BLOCK_ENTRIES):
+        lp = label_log_proba(F[:, c], codes[c], cal.log_proba_draws)
+        loo[c] = logsumexp(lp + log_w[:, c], axis=0)
+    return cal, loo
 
 
 def crossfit_calibration(fold_draws, fold_index, codes, *, gamma0: float, sample_weight=None):

@@ -724,3 +724,28 @@ def test_loo_log_lik_in_blocks_of_points(monkeypatch, weighted):
     blocked = classification._point_log_lik(F, delta, 100.0, sw)
     assert whole.shape == (S, n)
     np.testing.assert_allclose(blocked, whole, rtol=1e-14, atol=1e-14)
+
+
+@pytest.mark.parametrize("C", [1, 3])
+def test_loo_calibration_in_blocks_of_points(monkeypatch, C):
+    """loo_calibration's LOO predictive computed a block of points at a time equals that of
+    one block, bit for bit (every step is point by point), and so do the map's normalised log
+    weights (each point's own column)."""
+    import bayesmkl.posterior.calibration as calibration
+    import bayesmkl.posterior.classification as classification
+
+    rng = np.random.default_rng(8)
+    S, n = 40, 37
+    F = rng.normal(scale=1.5, size=(S, n, C))
+    codes = rng.integers(0, 2 if C == 1 else C, size=n)
+    delta = np.where(codes[None, :] == (np.arange(C)[:, None] if C > 1 else 1), 1.0, -1.0)
+    whole_cal, whole = classification.loo_calibration(F, codes, delta, gamma0=100.0)
+    monkeypatch.setattr(classification, "POINT_BLOCK_ENTRIES", 3 * S * C)
+    cal, blocked = classification.loo_calibration(F, codes, delta, gamma0=100.0)
+    assert cal == whole_cal
+    np.testing.assert_array_equal(blocked, whole)
+    lw = rng.normal(size=(S, n))
+    one = calibration._normalised_columns(lw)
+    np.testing.assert_array_equal(one, lw - logsumexp(lw, axis=0, keepdims=True))
+    monkeypatch.setattr(calibration, "BLOCK_ENTRIES", 3 * S)
+    np.testing.assert_array_equal(calibration._normalised_columns(lw), one)
