@@ -68,6 +68,41 @@ _LANDMARKS = {
     "landmark_method": [Options("kmeans++", "stratified")],
 }
 
+#: The landmark parameters' and attributes' docstring entries, shared by both estimators
+#: (:func:`bayesmkl._docs.fill_doc`).
+LANDMARK_DOCS = {
+    "n_landmarks": f"""n_landmarks : "auto", int or None, default="auto"
+    ``"auto"``: the exact model on at most {AUTO_EXACT_MAX_N:,} training rows, \
+{AUTO_N_LANDMARKS} landmarks
+    above (with precomputed kernels the block's shape decides, ``(P, N, N)`` or
+    ``(P, N, M)``, and ``nu_update="collapsed"`` keeps the exact model); the fit's choice is
+    ``n_landmarks_``. ``None``: the exact model, one sample weight per training point (the
+    Gaussian step costs O(N³) per sweep and the kernels P·N² entries). An int M
+    (1 ≤ M ≤ N): the landmark (reduced-support) model of docs/math.md §16,
+    f(x) = Σ_j a_j K_w(x, z_j) + b over M training rows z_j (``landmarks_``) chosen by
+    ``landmark_method``; the pseudo-likelihood still runs over all N points. A sweep then
+    costs O(N·M² + M³) and the kernels take P·N·M entries, so it is the setting for large N
+    (M of a few hundred); M = N with the landmarks in training order is the exact model.
+    Prediction needs the kernels against the M landmarks only. An int with
+    ``nu_update="collapsed"`` is refused. With ``kernels="precomputed"`` the estimator cannot
+    choose landmarks: ``fit`` then takes the kernels between the training points and
+    landmarks of your choice, ``(P, N, M)``, and prediction ``(P, M_new, M)``. A pool with
+    ``center=True`` (the classifier's ``"bsvm16"`` with three or more classes) is centred at
+    the landmarks' mean.""",
+    "landmark_method": """landmark_method : {"kmeans++", "stratified"}, default="kmeans++"
+    How a landmark fit picks its M training rows
+    (:func:`bayesmkl.kernels.landmarks.choose_landmarks`): k-means++ seeding on the
+    standardised features (rows spread over the data), or a uniform random subset stratified
+    by class (a plain uniform subset for regression). Seeded by ``random_state``.""",
+    "landmark_attributes": """landmarks_ : ndarray (M, d)
+    A landmark fit's landmarks in input space (the training rows ``landmark_indices_``, up to
+    rounding); set only for a landmark fit (``None`` with precomputed kernels).
+landmark_indices_ : ndarray of int (M,)
+    The landmarks' training rows (``None`` with precomputed kernels).
+n_landmarks_ : int or None
+    The fit's number of landmarks M (``None``: the exact model), ``n_landmarks`` resolved.""",
+}
+
 
 def _hyper(*names) -> dict:
     """``None`` (the named prior's value) or a value within the hyper-parameter's range."""

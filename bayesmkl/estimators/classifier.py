@@ -18,6 +18,7 @@ from sklearn.base import ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
+from bayesmkl._docs import fill_doc
 from bayesmkl.config import with_x64
 from bayesmkl.estimators import _resume
 from bayesmkl.estimators._base import SAMPLING_SHARE, BM3KLBase, in_block, join_blocks
@@ -31,7 +32,7 @@ from bayesmkl.estimators._fitting import (
     unconverged_message,
     validate_fit_input,
 )
-from bayesmkl.estimators._params import CLASSIFIER_CONSTRAINTS
+from bayesmkl.estimators._params import CLASSIFIER_CONSTRAINTS, LANDMARK_DOCS
 from bayesmkl.estimators._validation import validate_labels
 from bayesmkl.estimators._weights import MAX_SAMPLE_WEIGHT, effective_sample_weight
 from bayesmkl.exceptions import DegeneratePosteriorWarning
@@ -55,6 +56,7 @@ from bayesmkl.sampler.state import capped_loops
 __all__ = ["BM3KLClassifier", "EXTRA_FIELDS", "enable_compilation_cache", "make_rng_key"]
 
 
+@fill_doc(LANDMARK_DOCS)
 class BM3KLClassifier(ClassifierMixin, BM3KLBase):
     """Bayesian maximum-margin multiple kernel learning (BM³KL; Du et al., ECML PKDD 2016).
 
@@ -176,29 +178,8 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         ``None``: the paper's raw rule softmax(ψ(f)) (docs/math.md §6), which is nearly 0/1 at
         γ0 = 100. Applied at prediction time: ``set_params(calibration=None)`` on a calibrated
         fit gives the raw rule without refitting.
-    n_landmarks : "auto", int or None, default="auto"
-        ``"auto"``: the exact model on at most 1,000 training rows, 300 landmarks above
-        (with precomputed kernels the block's shape decides, ``(P, N, N)`` or ``(P, N, M)``,
-        and ``nu_update="collapsed"`` keeps the exact model); the fit's choice is
-        ``n_landmarks_``. ``None``: the exact
-        model, one sample weight per training point (the Gaussian step costs O(N³) per sweep
-        and the kernels P·N² entries). An int M (1 ≤ M ≤ N): the
-        landmark (reduced-support) model of docs/math.md §16, f(x) = Σ_j a_j K_w(x, z_j) + b
-        over M training rows z_j (``landmarks_``) chosen by ``landmark_method``; the
-        pseudo-likelihood still runs over all N points. A sweep then costs O(N·M² + M³) and the
-        kernels take P·N·M entries, so it is the setting for large N (M of a few hundred);
-        M = N with the landmarks in training order is the exact model. Prediction needs the
-        kernels against the M landmarks only. ``nu_update="collapsed"`` is refused. With
-        ``kernels="precomputed"`` the estimator cannot choose landmarks: ``fit`` then takes the
-        kernels between the training points and landmarks of your choice, ``(P, N, M)``, and
-        prediction ``(P, M_new, M)``. With ``center=True`` pools (three or more classes under
-        the default ``"bsvm16"``) the kernels are centred at the landmarks' mean.
-    landmark_method : {"kmeans++", "stratified"}, default="kmeans++"
-        How a landmark fit picks its M training rows
-        (:func:`bayesmkl.kernels.landmarks.choose_landmarks`): k-means++ seeding on the
-        standardised features (rows spread over the data), or a uniform random subset
-        stratified by class (a plain uniform subset for regression). Seeded by
-        ``random_state``.
+    {{n_landmarks}}
+    {{landmark_method}}
     kernel_dtype : {"float64", "float32"} or None, default="float64"
         Storage dtype of the kernels (float32 halves memory; the sampler computes in float64).
         ``None`` keeps a user pool's own dtype.
@@ -257,13 +238,7 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         The integer seed actually used (useful when ``random_state`` is None).
     y_train_ : ndarray (N,)
         Training labels (stored in the DataTree's ``observed_data``).
-    landmarks_ : ndarray (M, d)
-        A landmark fit's landmarks in input space (the training rows ``landmark_indices_``, up
-        to rounding); set only for a landmark fit (``None`` with precomputed kernels).
-    landmark_indices_ : ndarray of int (M,)
-        The landmarks' training rows (``None`` with precomputed kernels).
-    n_landmarks_ : int or None
-        The fit's number of landmarks M (``None``: the exact model), ``n_landmarks`` resolved.
+    {{landmark_attributes}}
     train_index_ : ndarray (N,)
         Labels of the training rows: the index of ``X`` when it was a pandas ``DataFrame``
         (labels netCDF cannot hold as strings), else 0 … N−1; the DataTree's ``obs``

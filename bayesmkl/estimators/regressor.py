@@ -18,6 +18,7 @@ import numpy as np
 from sklearn.base import RegressorMixin
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
 
+from bayesmkl._docs import fill_doc
 from bayesmkl.config import with_x64
 from bayesmkl.estimators._base import BM3KLBase, in_block, join_blocks
 from bayesmkl.estimators._fitting import (
@@ -30,7 +31,7 @@ from bayesmkl.estimators._fitting import (
     run_monitor,
     unconverged_message,
 )
-from bayesmkl.estimators._params import REGRESSOR_CONSTRAINTS
+from bayesmkl.estimators._params import LANDMARK_DOCS, REGRESSOR_CONSTRAINTS
 from bayesmkl.model.regression import REG_PRIORS, RegHyper, unit_variance_kappa
 from bayesmkl.posterior import diagnostics
 from bayesmkl.posterior import regression as _post
@@ -43,6 +44,7 @@ __all__ = ["BM3KLRegressor"]
 MAX_STD_EPSILON = 1e100
 
 
+@fill_doc(LANDMARK_DOCS)
 class BM3KLRegressor(RegressorMixin, BM3KLBase):
     """Bayesian max-margin multiple-kernel regression: BM³KL with the ε-insensitive loss.
 
@@ -125,29 +127,8 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         Wall-clock budget in seconds of the whole :meth:`fit` (kernels, compilation, warm-up
         and sampling). A run whose budget ends during warm-up keeps warm-up draws; it says so
         (``run_report_.stopped_in == "warmup"``) and its predictions warn.
-    n_landmarks : "auto", int or None, default="auto"
-        ``"auto"``: the exact model on at most 1,000 training rows, 300 landmarks above
-        (with precomputed kernels the block's shape decides, ``(P, N, N)`` or ``(P, N, M)``,
-        and ``nu_update="collapsed"`` keeps the exact model); the fit's choice is
-        ``n_landmarks_``. ``None``: the exact
-        model, one sample weight per training point (the Gaussian step costs O(N³) per sweep
-        and the kernels P·N² entries). An int M (1 ≤ M ≤ N): the
-        landmark (reduced-support) model of docs/math.md §16, f(x) = Σ_j a_j K_w(x, z_j) + b
-        over M training rows z_j (``landmarks_``) chosen by ``landmark_method``; the
-        pseudo-likelihood still runs over all N points. A sweep then costs O(N·M² + M³) and the
-        kernels take P·N·M entries, so it is the setting for large N (M of a few hundred);
-        M = N with the landmarks in training order is the exact model. Prediction needs the
-        kernels against the M landmarks only. ``nu_update="collapsed"`` is refused. With
-        ``kernels="precomputed"`` the estimator cannot choose landmarks: ``fit`` then takes the
-        kernels between the training points and landmarks of your choice, ``(P, N, M)``, and
-        prediction ``(P, M_new, M)``. A pool with ``center=True`` is centred at the
-        landmarks' mean.
-    landmark_method : {"kmeans++", "stratified"}, default="kmeans++"
-        How a landmark fit picks its M training rows
-        (:func:`bayesmkl.kernels.landmarks.choose_landmarks`): k-means++ seeding on the
-        standardised features (rows spread over the data), or a uniform random subset
-        stratified by class (a plain uniform subset for regression). Seeded by
-        ``random_state``.
+    {{n_landmarks}}
+    {{landmark_method}}
     kernel_dtype : {"float64", "float32"} or None, default="float64"
         Storage dtype of the kernels (the sampler computes in float64).
     random_state : None, int, RandomState or Generator, default=None
@@ -182,13 +163,7 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
     n_iter_ : int
     random_seed_ : int
     y_train_ : ndarray (N,)
-    landmarks_ : ndarray (M, d)
-        A landmark fit's landmarks in input space (the training rows ``landmark_indices_``, up
-        to rounding); set only for a landmark fit (``None`` with precomputed kernels).
-    landmark_indices_ : ndarray of int (M,)
-        The landmarks' training rows (``None`` with precomputed kernels).
-    n_landmarks_ : int or None
-        The fit's number of landmarks M (``None``: the exact model), ``n_landmarks`` resolved.
+    {{landmark_attributes}}
     train_index_ : ndarray (N,)
         Labels of the training rows: the index of ``X`` when it was a pandas ``DataFrame``
         (labels netCDF cannot hold as strings), else 0 … N−1; the DataTree's ``obs``

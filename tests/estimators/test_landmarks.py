@@ -146,24 +146,6 @@ def test_auto_landmarks_of_precomputed_kernels_follow_the_block_shape(small_auto
     assert np.all(np.isfinite(elpd.elpd_i))
 
 
-def test_cross_fitted_calibration_of_an_auto_exact_fit_refits_the_exact_model(monkeypatch):
-    """``calibration="cv"`` on an ``"auto"`` fit that chose the exact model refits square
-    blocks as exact models (not as a landmark model on all N training columns)."""
-    X, y = tiny_data(40)
-    seen = []
-    real = BM3KLClassifier.fit
-
-    def spy(self, X, y, sample_weight=None):
-        seen.append((self.kernels, self.n_landmarks, np.shape(X)))
-        return real(self, X, y, sample_weight)
-
-    monkeypatch.setattr(BM3KLClassifier, "fit", spy)
-    clf = BM3KLClassifier(tiny_pool(), **{**TINY, "calibration": "cv"}).fit(X, y)
-    folds = [s for s in seen if s[0] == "precomputed"]
-    assert clf.n_landmarks_ is None and folds
-    assert all(n is None and shape[1] == shape[2] < 40 for _, n, shape in folds)
-
-
 def test_more_landmarks_than_rows_is_refused():
     X, y = tiny_data(20)
     with pytest.raises(ValueError, match="exceeds the 20 training rows"):
@@ -201,8 +183,11 @@ def test_precomputed_landmarks_need_a_rectangular_block():
     assert pre.predict_proba(test).shape == (10, 2)
 
 
-def test_cross_fitted_calibration_keeps_the_landmarks(monkeypatch):
-    """``calibration="cv"`` refits each fold on the landmark block's rows, columns kept."""
+@pytest.mark.parametrize("n_landmarks", [8, "auto"])
+def test_cross_fitted_calibration_refits_the_fits_own_model(monkeypatch, n_landmarks):
+    """``calibration="cv"`` refits each fold on the fit's own model: a landmark fit on the
+    landmark block's rows, columns kept; an ``"auto"`` fit that chose the exact model (40 rows)
+    on square blocks as exact models (not as a landmark model on all N training columns)."""
     from bayesmkl.posterior import calibration
 
     X, y = tiny_data(40)
@@ -215,10 +200,14 @@ def test_cross_fitted_calibration_keeps_the_landmarks(monkeypatch):
 
     monkeypatch.setattr(BM3KLClassifier, "fit", spy)
     params = {**TINY, "calibration": "cv"}
-    clf = BM3KLClassifier(tiny_pool(), n_landmarks=8, **params).fit(X, y)
+    clf = BM3KLClassifier(tiny_pool(), n_landmarks=n_landmarks, **params).fit(X, y)
     folds = [s for s in seen if s[0] == "precomputed"]
     assert len(folds) == calibration.DEFAULT_FOLDS
-    assert all(n == 8 and shape[2] == 8 and shape[1] < 40 for _, n, shape in folds)
+    if n_landmarks == 8:
+        assert all(n == 8 and shape[2] == 8 and shape[1] < 40 for _, n, shape in folds)
+    else:
+        assert clf.n_landmarks_ is None
+        assert all(n is None and shape[1] == shape[2] < 40 for _, n, shape in folds)
     assert clf.calibrator_ is not None and clf.oof_log_predictive_.shape == (40,)
 
 
