@@ -212,16 +212,20 @@ def test_psd_tolerance_is_relative_and_documented():
 
 
 def test_memory_estimate_before_allocating_mfeat_pix_shape(monkeypatch):
-    """simplemkl pool on mfeat-pix's shape (2000 × 240 → 3133 kernels): 93.4 GiB, refused
-    before anything is allocated, with the float32 size as a hint."""
+    """simplemkl pool on mfeat-pix's shape (2000 × 240 → 3133 kernels): 93.4 GiB for the exact
+    model, refused before anything is allocated, with the float32 size as a hint; the default
+    (``n_landmarks="auto"``: 300 landmarks at 2,000 rows) is estimated as 3133 × 2000 × 300."""
     monkeypatch.setenv("BAYESMKL_MEMORY_LIMIT_GB", "64")
     X = np.random.default_rng(0).normal(size=(2000, 240))
     y = np.arange(2000) % 10
-    for est in (BM3KLClassifier(kernels="simplemkl"), SimpleMKL()):
+    for est in (BM3KLClassifier(kernels="simplemkl", n_landmarks=None), SimpleMKL()):
         with pytest.raises(MemoryError, match=r"3133 kernels × 2000 × 2000.*93\.4 GiB") as exc:
             est.fit(X, y)
         assert isinstance(exc.value, ValueError) and isinstance(exc.value, KernelMemoryError)
         assert "kernel_dtype='float32' (CLI: --kernel-dtype float32; 46.7 GiB)" in str(exc.value)
+    monkeypatch.setenv("BAYESMKL_MEMORY_LIMIT_GB", "8")
+    with pytest.raises(KernelMemoryError, match=r"3133 kernels × 2000 × 300, float64\) needs 14"):
+        BM3KLClassifier(kernels="simplemkl").fit(X, y)
 
 
 def test_memory_limit_env_must_be_a_number(monkeypatch, data):
