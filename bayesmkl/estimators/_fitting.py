@@ -332,16 +332,16 @@ def check_kernel_list_shapes(X, what: str = "precomputed kernels") -> None:
 
 def check_precomputed_stack(X, n_landmarks=None):
     """``X`` as a checked kernel stack ``(P, N, N)`` for ``kernels="precomputed"`` (with
-    ``n_landmarks=M``: the landmark block ``(P, N, M)``, docs/math.md §16; with ``"auto"``
-    either, a square stack being the exact model's); refused
+    ``n_landmarks=M``: the landmark block ``(P, N, M)``, docs/math.md §16; ``"auto"`` is the
+    exact model's stack, so that a mis-shaped stack is never read as a landmark block); refused
     (``KernelMemoryError``) before any conversion when its handling would not fit in memory."""
     check_kernel_list_shapes(X)
     check_precomputed_memory(X)
     Xk = check_array(
         X, allow_nd=True, ensure_2d=False, dtype=(np.float64, np.float32), input_name="K"
     )
-    if isinstance(n_landmarks, str):  # "auto": the block's own shape says which model
-        n_landmarks = None if Xk.ndim != 3 or Xk.shape[1] == Xk.shape[2] else Xk.shape[2]
+    if isinstance(n_landmarks, str):  # "auto" with precomputed kernels: the exact model
+        n_landmarks = None
     if n_landmarks is not None:
         if Xk.ndim != 3 or Xk.shape[2] != int(n_landmarks):
             raise ValueError(
@@ -366,13 +366,14 @@ def resolve_n_landmarks(est, Xk) -> int | None:
     :data:`~bayesmkl.estimators._params.AUTO_EXACT_MAX_N` training rows (or with
     ``nu_update="collapsed"``, which only the exact model has),
     :data:`~bayesmkl.estimators._params.AUTO_N_LANDMARKS` landmarks above; with precomputed
-    kernels the block's shape decides (``(P, N, N)``: exact, ``(P, N, M)``: M landmarks).
+    kernels the exact model (the estimator cannot choose landmarks among them: a landmark
+    block ``(P, N, M)`` needs ``n_landmarks=M``).
     """
     m = getattr(est, "n_landmarks", None)
     if not isinstance(m, str):
         return None if m is None else int(m)
     if isinstance(est.kernels, str) and est.kernels == "precomputed":
-        return None if Xk.shape[1] == Xk.shape[2] else int(Xk.shape[2])
+        return None
     if Xk.shape[0] <= _params.AUTO_EXACT_MAX_N or getattr(est, "nu_update", "") == "collapsed":
         return None
     return _params.AUTO_N_LANDMARKS

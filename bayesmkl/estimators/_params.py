@@ -74,10 +74,10 @@ LANDMARK_DOCS = {
     "n_landmarks": f"""n_landmarks : "auto", int or None, default="auto"
     ``"auto"``: the exact model on at most {AUTO_EXACT_MAX_N:,} training rows, \
 {AUTO_N_LANDMARKS} landmarks
-    above (with precomputed kernels the block's shape decides, ``(P, N, N)`` or
-    ``(P, N, M)``, and ``nu_update="collapsed"`` keeps the exact model); the fit's choice is
-    ``n_landmarks_``. ``None``: the exact model, one sample weight per training point (the
-    Gaussian step costs O(N³) per sweep and the kernels P·N² entries). An int M
+    above (with precomputed kernels, or ``nu_update="collapsed"``, the exact model); the
+    fit's choice is ``n_landmarks_``. ``None``: the exact model, one sample weight per
+    training point (the Gaussian step costs O(N³) per sweep and the kernels P·N² entries).
+    An int M
     (1 ≤ M ≤ N): the landmark (reduced-support) model of docs/math.md §16,
     f(x) = Σ_j a_j K_w(x, z_j) + b over M training rows z_j (``landmarks_``) chosen by
     ``landmark_method``; the pseudo-likelihood still runs over all N points. A sweep then

@@ -462,6 +462,7 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
             draws, index = _calibration.crossfit_decision_draws(
                 self, K, y, n_folds=int(n_folds), seed=self.random_seed_, deadline=deadline,
                 sample_weight=sample_weight, already=already,
+                n_landmarks=self.kernel_input_.n_landmarks,
             )  # fmt: skip
             self.calibrator_, self.oof_log_predictive_ = _post.crossfit_calibration(
                 draws, index, codes, gamma0=self.gamma0_, sample_weight=sample_weight

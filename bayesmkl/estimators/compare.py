@@ -59,10 +59,8 @@ def kfold_elpd_of(model, X, y, *, n_folds: int = 5, random_state=0):
     y = np.asarray(y)
     classifier = is_classifier(model)
     precomputed = getattr(model, "kernels", None) == "precomputed"
-    m = getattr(model, "n_landmarks", None)
-    if isinstance(m, str) and precomputed:  # "auto": a square stack is the exact model's
-        m = None if np.shape(X)[1] == np.shape(X)[2] else np.shape(X)[2]
-    rows = partial(_rows, precomputed=precomputed, landmarks=m is not None)
+    m = getattr(model, "n_landmarks", None)  # "auto" with precomputed kernels: exact
+    rows = partial(_rows, precomputed=precomputed, landmarks=m is not None and m != "auto")
     n = y.shape[0]
     if classifier:
         splitter = StratifiedKFold(n_folds, shuffle=True, random_state=random_state)

@@ -368,8 +368,9 @@ def fit_calibrator(
 
 
 def crossfit_decision_draws(
-    estimator, K, y, *, n_folds: int, seed: int, sample_weight=None, deadline=None, already=()
-):
+    estimator, K, y, *, n_folds: int, seed: int, sample_weight=None, deadline=None, already=(),
+    n_landmarks=None,
+):  # fmt: skip
     """Out-of-fold decision draws of every training point by K-fold refits.
 
     The folds are fitted on slices of the training kernels (``kernels="precomputed"``), so the
@@ -381,13 +382,13 @@ def crossfit_decision_draws(
     ----------
     estimator : BM3KLClassifier
         Its parameters are copied (``sklearn.base.clone``) with ``kernels="precomputed"``,
-        ``calibration=None``, ``kernel_dtype=None``, no progress bar, the fit's resolved
-        ``n_landmarks`` (``kernel_input_``) and, after a fit, the ``num_samples`` that fit
-        used; fold ``k`` uses ``random_state = seed + 1 + k``.
+        ``calibration=None``, ``kernel_dtype=None``, no progress bar, ``n_landmarks=M`` for a
+        landmark fit and, after a fit, the ``num_samples`` that fit used; fold ``k`` uses
+        ``random_state = seed + 1 + k``.
         With a ``deadline``, each fold's ``max_time`` is its share of the time left (the folds
         not yet run share it equally).
     K : array (P, N, N)
-        Training kernels.
+        Training kernels (a landmark fit's ``(P, N, M)``).
     y : array (N,)
     n_folds : int
         Stratified folds (reduced to the smallest class count when needed, with a warning;
@@ -403,6 +404,9 @@ def crossfit_decision_draws(
         Classes the main fit has already warned with: the refits' warnings of these classes
         are not re-raised (a fixed-length fit that did not converge warns once, not once
         more for its refits, which run as many sweeps).
+    n_landmarks : int, optional
+        The fit's landmarks M (its resolved ``n_landmarks``; ``None``: the exact model): the
+        refits then keep K's columns, the landmarks.
 
     Returns
     -------
@@ -439,8 +443,8 @@ def crossfit_decision_draws(
     fixed_length = {"num_samples": max(1, int(report.num_samples))} if report is not None else {}
     draws, index, caught = [], [], {}
     # a landmark fit (docs/math.md §16): K (P, N, M); the refits keep its landmarks
-    landmark = estimator.kernel_input_.n_landmarks is not None
-    landmark_params = {"n_landmarks": K.shape[2] if landmark else None}
+    landmark = n_landmarks is not None
+    landmark_params = {"n_landmarks": int(n_landmarks)} if landmark else {}
     for fold, (tr, va) in enumerate(split.split(np.zeros(len(y)), y)):
         if deadline is not None:  # the folds left share what is left of the fit's budget
             budget = {"max_time": max((deadline - time.perf_counter()) / (k - fold), 1e-3)}

@@ -130,20 +130,18 @@ def test_auto_landmarks_switch_on_above_the_threshold(small_auto):
     assert reg.n_landmarks_ == 12 and reg.posterior_["a"].shape[-1] == 12
 
 
-def test_auto_landmarks_of_precomputed_kernels_follow_the_block_shape(small_auto):
-    """With ``kernels="precomputed"`` the estimator cannot choose landmarks: ``"auto"`` fits
-    a square stack exactly (whatever N) and a (P, N, M) block as M landmarks; K-fold ELPD
-    slices each accordingly."""
-    from bayesmkl.estimators.compare import kfold_elpd_of
-
+def test_auto_landmarks_of_precomputed_kernels_are_the_exact_model(small_auto):
+    """With ``kernels="precomputed"`` the estimator cannot choose landmarks: ``"auto"`` fits a
+    square stack exactly whatever N, and a (P, N, M) block is refused as a mis-shaped stack
+    (it is a landmark block only with ``n_landmarks=M``), never silently read as one."""
     X, y = tiny_data(45)
     K = tiny_pool().fit(X).train_kernels()
     square = BM3KLClassifier("precomputed", **TINY).fit(K, y)
     assert square.n_landmarks_ is None and square.posterior_["a"].shape[-1] == 45
-    block = BM3KLClassifier("precomputed", **TINY).fit(K[:, :, :9], y)
+    with pytest.raises(ValueError, match=r"\(P, N, N\)"):
+        BM3KLClassifier("precomputed", **TINY).fit(K[:, :, :9], y)
+    block = BM3KLClassifier("precomputed", n_landmarks=9, **TINY).fit(K[:, :, :9], y)
     assert block.n_landmarks_ == 9 and block.posterior_["a"].shape[-1] == 9
-    elpd = kfold_elpd_of(BM3KLClassifier("precomputed", **TINY), K[:, :, :9], y, n_folds=3)
-    assert np.all(np.isfinite(elpd.elpd_i))
 
 
 def test_more_landmarks_than_rows_is_refused():
@@ -205,9 +203,9 @@ def test_cross_fitted_calibration_refits_the_fits_own_model(monkeypatch, n_landm
     assert len(folds) == calibration.DEFAULT_FOLDS
     if n_landmarks == 8:
         assert all(n == 8 and shape[2] == 8 and shape[1] < 40 for _, n, shape in folds)
-    else:
+    else:  # the refits keep "auto", which with precomputed kernels is the exact model
         assert clf.n_landmarks_ is None
-        assert all(n is None and shape[1] == shape[2] < 40 for _, n, shape in folds)
+        assert all(n == "auto" and shape[1] == shape[2] < 40 for _, n, shape in folds)
     assert clf.calibrator_ is not None and clf.oof_log_predictive_.shape == (40,)
 
 
