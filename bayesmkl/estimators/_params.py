@@ -54,11 +54,12 @@ _RHAT_TARGET = [
 ]
 _KERNEL_DTYPE = [DtypeOptions("float64", "float32"), None]
 #: ``n_landmarks="auto"`` fits the exact model on at most this many training rows and the
-#: landmark model above. At N = 1,400 (magic, docs/benchmarks.md) the exact fit had not
-#: converged in 600 s (R-hat 1.78) while fits of 250–500 landmarks reached its log-loss.
+#: landmark model above. At N = 1,400 (magic, three splits, docs/benchmarks.md) the exact fit
+#: converged in none of its 600 s budgets, while landmark fits from M = 250 on reached its
+#: log-loss within two standard errors.
 AUTO_EXACT_MAX_N = 1000
-#: Landmarks of an ``n_landmarks="auto"`` fit above :data:`AUTO_EXACT_MAX_N` rows: at
-#: N = 1,400 the log-loss stopped improving from M = 250 on, and the sweep costs O(N·M²).
+#: Landmarks of an ``n_landmarks="auto"`` fit above :data:`AUTO_EXACT_MAX_N` rows: from 250
+#: on the landmark fit matched the exact fit's log-loss, and the sweep costs O(N·M²).
 AUTO_N_LANDMARKS = 300
 #: The landmark model (docs/math.md §16): ``None`` (exact), M ≥ 1 landmarks (M ≤ N is checked
 #: at fit, where N is known) or ``"auto"`` (by N, at fit), and the rule that picks them
