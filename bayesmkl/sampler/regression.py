@@ -142,6 +142,8 @@ class BM3KLReg(BM3KLKernel):
     landmarks : bool, default False
         Read ``K`` as the landmark model's kernels ``(P, N, M)`` (docs/math.md §16;
         :attr:`~bayesmkl.sampler.state.SweepConfig.landmarks`).
+    inner_cycles : int or "auto", default "auto"
+        :attr:`~bayesmkl.sampler.state.SweepConfig.inner_cycles`.
     """
 
     def __init__(
@@ -150,7 +152,7 @@ class BM3KLReg(BM3KLKernel):
         c_rate=_DEFAULT.c_rate, eps_shape=_DEFAULT.eps_shape, eps_rate=_DEFAULT.eps_rate, *,
         epsilon=None, move="collapsed_log", step_size=0.01, n_leapfrog=10,
         adapt_step_size=True, pairs_per_kernel=4.0, n_active=32, dense_mass=False,
-        adapt_sweeps=None, landmarks=False,
+        adapt_sweeps=None, landmarks=False, inner_cycles="auto",
     ):  # fmt: skip
         eta = tuple(np.asarray(eta, dtype=float).ravel()) if np.ndim(eta) else float(eta)
         nums = [float(v) for v in (alpha_a, beta_a, kappa, bias_prior_var, c_shape, c_rate,
@@ -159,7 +161,7 @@ class BM3KLReg(BM3KLKernel):
             RegHyper(eta, *nums), move, float(step_size), int(n_leapfrog),
             adapt_step_size=bool(adapt_step_size), pairs_per_kernel=float(pairs_per_kernel),
             n_active=int(n_active), dense_mass=bool(dense_mass), nu_update="gibbs",
-            landmarks=bool(landmarks),
+            landmarks=bool(landmarks), inner_cycles=inner_cycles,
         )  # fmt: skip
         likelihood = Regression(None if epsilon is None else float(epsilon))
         super().__init__(likelihood, config, adapt_sweeps)

@@ -114,6 +114,8 @@ class BM3KL(BM3KLKernel):
         Read ``K`` as the landmark model's kernels ``(P, N, M)`` between the training points
         and M landmarks (docs/math.md §16; :attr:`SweepConfig.landmarks`). A non-square ``K``
         is read so anyway.
+    inner_cycles : int or "auto", default "auto"
+        :attr:`~bayesmkl.sampler.state.SweepConfig.inner_cycles`.
 
     Examples
     --------
@@ -151,6 +153,7 @@ class BM3KL(BM3KLKernel):
         nu_max=tpbn.NU_MAX,
         adapt_sweeps=None,
         landmarks=False,
+        inner_cycles="auto",
     ):
         eta = tuple(np.asarray(eta, dtype=float).ravel()) if np.ndim(eta) else float(eta)
         hyper = Hyper(eta, float(alpha_a), float(beta_a), float(kappa), float(bias_prior_var),
@@ -159,7 +162,7 @@ class BM3KL(BM3KLKernel):
             hyper, move, float(step_size), int(n_leapfrog), step_schedule,
             bool(adapt_step_size), bool(refresh_momentum), bool(flip_momentum), scale_refresh,
             float(pairs_per_kernel), int(n_active), bool(dense_mass), str(nu_update),
-            float(nu_max), bool(landmarks),
+            float(nu_max), bool(landmarks), inner_cycles,
         )  # fmt: skip
         super().__init__(CLASSIFICATION, config, adapt_sweeps)
 

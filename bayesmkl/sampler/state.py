@@ -112,6 +112,15 @@ class SweepConfig(NamedTuple):
         is read so anyway; the flag makes a square block (M = N landmarks that are not the
         training points in order) the landmark model too. ``False`` with a square ``K`` is the
         exact model.
+    inner_cycles : int or "auto"
+        Extra cycles, each sweep, of the blocks that condition on the kernel weights: the
+        augmentation | f, then (a, b) | w, T, V, ν, then the TPBN step (each an exact
+        conditional draw, so the sweep's target is unchanged). 0: none. ``"auto"``
+        (:func:`bayesmkl.sampler.steps.inner_cycles_for`): none for the exact model, whose
+        (a, b) draw is the sweep's largest cost; for the landmark model as many (1 to
+        :data:`~bayesmkl.sampler.steps.MAX_INNER_CYCLES`) as cost about what the kernel-weight
+        move costs. The decision values mix slowly through the augmentation (λ given f pins
+        the points near the margin); each cycle is a cheap step of that Gibbs chain.
     """
 
     hyper: Hyper = Hyper()
@@ -129,6 +138,7 @@ class SweepConfig(NamedTuple):
     nu_update: str = "gibbs"
     nu_max: float = tpbn.NU_MAX
     landmarks: bool = False
+    inner_cycles: int | str = "auto"
 
     def validate(self) -> SweepConfig:
         """Check the settings both models share (the likelihood checks its own); returns self."""
@@ -153,6 +163,12 @@ class SweepConfig(NamedTuple):
             raise ValueError(f"nu_update must be one of {NU_UPDATES}; got {self.nu_update!r}")
         if not self.nu_max > 0:
             raise ValueError(f"nu_max must be positive; got {self.nu_max}")
+        if self.inner_cycles != "auto" and not (
+            isinstance(self.inner_cycles, int | np.integer) and self.inner_cycles >= 0
+        ):
+            raise ValueError(
+                f"inner_cycles must be 'auto' or an int of at least 0; got {self.inner_cycles!r}"
+            )
         if self.landmarks and self.nu_update == "collapsed":
             raise ValueError(
                 "nu_update='collapsed' is for the exact model only; the landmark model updates "

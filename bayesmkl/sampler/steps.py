@@ -38,7 +38,9 @@ from bayesmkl.sampler.state import MASS_RESTART_STEP, State, SweepConfig, mass_w
 
 __all__ = [
     "WeightStep",
+    "MAX_INNER_CYCLES",
     "gaussian_ab_step",
+    "inner_cycles_for",
     "kernel_weight_step",
     "lam_step",
     "noise_lam_step",
@@ -165,6 +167,31 @@ def gaussian_ab_step(key, Kw, T, V, nu, tau, weight_space: bool = False):
         return cond.sample_ab_weight_space(key, Kw, T, V, nu, tau)
     a, b, _ = cond.sample_ab_tv(key, Kw, T, V, nu, tau)
     return a, b
+
+
+#: The most extra cycles ``inner_cycles="auto"`` gives a sweep.
+MAX_INNER_CYCLES = 8
+
+
+def inner_cycles_for(config: SweepConfig, P: int, C: int, N: int, M: int, landmark: bool) -> int:
+    """The extra cycles of the blocks given w per sweep (:attr:`SweepConfig.inner_cycles`).
+
+    ``"auto"``: 0 for the exact model; for the landmark model (P kernels, C problems, N
+    points, M landmarks) the cycles whose (a, b) draws cost, by their leading flop counts,
+    about what the collapsed kernel-weight move costs: round(3·(L + 1)·(P·s + s²) / M²), the
+    move's L + 1
+    evaluations of value and gradient of O(N·(P·s + s²)) each against a cycle's O(N·M²), with
+    s the active set (0 when the move is not collapsed), and at least 1 and at most
+    :data:`MAX_INNER_CYCLES`. At P = 16, s = 32, L = 10 that is 5 cycles at M = 100 and 1 at
+    M = 300.
+    """
+    if config.inner_cycles != "auto":
+        return int(config.inner_cycles)
+    if not landmark:
+        return 0
+    s = coll.n_active_for(P, C, N, config.n_active, M) if config.spec.collapsed else 0
+    ratio = 3.0 * (config.n_leapfrog + 1) * (P * s + s * s) / float(M * M)
+    return int(np.clip(np.rint(ratio), 1, MAX_INNER_CYCLES))
 
 
 def lam_step(key, f, delta, gamma0, weight=None, margin=None):

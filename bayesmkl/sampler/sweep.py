@@ -13,7 +13,10 @@ A sweep, given pseudo-observations (T, V) of f from the current augmentation var
    (``ab_first``, the regressor), else the augmentation first (the classifier's paper order
    λ → (a, b));
 4. the TPBN step: ν | a, ς and ς | ν, or, with ``nu_update="collapsed"``, the collapsed block
-   of :mod:`bayesmkl.sampler.tpbn` (which ends with its own (a, b) draw).
+   of :mod:`bayesmkl.sampler.tpbn` (which ends with its own (a, b) draw);
+5. :func:`~bayesmkl.sampler.steps.inner_cycles_for` more cycles of the blocks that condition
+   on w: the augmentation, (a, b), the TPBN step (keys from ``fold_in(next, 1)``; none by
+   default).
 
 A likelihood is a small hashable record (:class:`bayesmkl.sampler.sampler.Classification`,
 :class:`bayesmkl.sampler.regression.Regression`) with
@@ -64,6 +67,22 @@ def build_sweep(likelihood, config: SweepConfig, num_warmup: int):
     collapsed_tpbn = config.nu_update == "collapsed"
     ig_shortcut = config.hyper.alpha_a == 1.0
 
+    def tpbn_step(k_nu, k_vs, z, h, Kw, T, V, landmark):
+        """The TPBN step: ν | a, ς and ς | ν, or the collapsed block (which ends with (a, b) |
+        w, T, V, ν). Returns the new position and the capped bit (``None`` if none)."""
+        if collapsed_tpbn:  # conditions on (w, T, V) only
+            if landmark:
+                raise ValueError(
+                    "nu_update='collapsed' needs the exact model's square kernels; the landmark "
+                    "model updates nu by Gibbs (nu_update='gibbs')"
+                )
+            nu, varsigma, a, b, hit = steps.tpbn_collapsed_step(
+                k_nu, Kw, T, V, z.nu, h, config.nu_max
+            )
+            return z._replace(a=a, b=b, nu=nu, varsigma=varsigma), hit
+        nu, varsigma = steps.tpbn_gibbs_step(k_nu, k_vs, z.a, z.varsigma, h, ig_shortcut)
+        return z._replace(nu=nu, varsigma=varsigma), None
+
     def sweep(state: State, K, targets, weight=None, margin=None) -> tuple[State, Info]:
         h = state.hyper  # traced values; config.hyper only decides static routes
         # the landmark model (docs/math.md §16): K (P, N, M), (a, b) drawn in weight space
@@ -100,21 +119,28 @@ def build_sweep(likelihood, config: SweepConfig, num_warmup: int):
             z = z._replace(a=a, b=b)
         capped = ws.capped if hit is None else ws.capped | hit
         # (4) TPBN
-        if collapsed_tpbn:  # conditions on (w, T, V) only; ends with (a, b) | w, T, V, ν
-            if landmark:
-                raise ValueError(
-                    "nu_update='collapsed' needs the exact model's square kernels; the landmark "
-                    "model updates nu by Gibbs (nu_update='gibbs')"
-                )
-            nu, varsigma, a, b, hit = steps.tpbn_collapsed_step(
-                k["nu"], Kw, T, V, z.nu, h, config.nu_max
-            )
-            capped = capped | hit
-            z = z._replace(a=a, b=b)
-        else:
-            nu, varsigma = steps.tpbn_gibbs_step(k["nu"], k["vs"], z.a, z.varsigma, h,
-                                                 ig_shortcut)  # fmt: skip
-        z = z._replace(e=ws.e, nu=nu, varsigma=varsigma)
+        z, hit = tpbn_step(k["nu"], k["vs"], z, h, Kw, T, V, landmark)
+        capped = capped if hit is None else capped | hit
+        z = z._replace(e=ws.e)
+        # (5) extra cycles of the blocks given w: augmentation, (a, b), TPBN
+        P, N, M = K.shape
+        n_cycles = steps.inner_cycles_for(config, P, targets.shape[0], N, M, landmark)
+        if n_cycles:
+            keys = jax.random.split(jax.random.fold_in(k["next"], 1), n_cycles)
+
+            def cycle(carry, key):
+                z, capped = carry
+                kc = dict(zip(likelihood.keys, jax.random.split(key, len(likelihood.keys)),
+                              strict=True))  # fmt: skip
+                aug, hit = likelihood.augment(kc, dv(Kw, z.a, z.b), z, targets, h, weight, margin)
+                z = z._replace(**aug)
+                capped = capped if hit is None else capped | hit
+                T, V = tv(z)
+                a, b = steps.gaussian_ab_step(kc["ab"], Kw, T, V, z.nu, tau, landmark)
+                z, hit = tpbn_step(kc["nu"], kc["vs"], z._replace(a=a, b=b), h, Kw, T, V, landmark)
+                return (z, capped if hit is None else capped | hit), None
+
+            (z, capped), _ = jax.lax.scan(cycle, (z, capped), keys)
         f = dv(Kw, z.a, z.b)
         pe = -likelihood.log_joint(z, f, targets, h, weight, margin)
         new_state = State(

@@ -334,3 +334,63 @@ def test_landmark_sweep_geweke_successive_conditional():
     print(f"landmark Geweke: min p = {min(pvals.values()):.3g} over {len(pvals)} statistics")
     bad = {k: p for k, p in pvals.items() if p < alpha}
     assert not bad, f"Geweke KS failures (alpha={alpha:.1e}): {bad}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Extra cycles of the blocks given w (SweepConfig.inner_cycles)
+# ---------------------------------------------------------------------------------------------
+def test_auto_inner_cycles_balance_the_kernel_weight_move():
+    """"auto": none for the exact model; for the landmark model round(3(L + 1)(P·s + s²)/M²),
+    clipped to 1..MAX_INNER_CYCLES; an int is taken as it is."""
+    config = BM3KL().config
+    assert config.inner_cycles == "auto"
+    cycles = steps.inner_cycles_for
+    assert cycles(config, 16, 1, 4000, 4000, landmark=False) == 0
+    assert cycles(config, 16, 1, 4000, 100, landmark=True) == 5  # 33·(512 + 1024)/10⁴ = 5.07
+    assert cycles(config, 16, 1, 4000, 300, landmark=True) == 1  # 0.56, at least one
+    assert cycles(config, 16, 1, 4000, 20, landmark=True) == steps.MAX_INNER_CYCLES
+    # the active set shrinks by memory, and the cycles with it (s = 2**25 // (16·10·20000) = 10)
+    assert cycles(config, 16, 10, 20000, 100, landmark=True) == 1
+    assert cycles(config._replace(move="gibbs"), 16, 1, 4000, 100, landmark=True) == 1
+    assert cycles(config._replace(inner_cycles=3), 16, 1, 4000, 4000, landmark=False) == 3
+
+
+@pytest.mark.parametrize("bad", [-1, 2.0, "some"])
+def test_inner_cycles_must_be_auto_or_a_count(bad):
+    with pytest.raises(ValueError, match="inner_cycles must be 'auto'"):
+        BM3KL(inner_cycles=bad).config.validate()
+
+
+def test_auto_inner_cycles_leave_the_exact_sweep_as_it_was():
+    """On square kernels "auto" is no cycle: the same draws, bit for bit, as inner_cycles=0."""
+    pb = make_problem(seed=3, N=14, C=1, P=3)
+    K, delta = pb["K"], pb["delta"]
+
+    def draws(cycles):
+        with x64_scope():
+            mcmc = MCMC(BM3KL(inner_cycles=cycles), num_warmup=10, num_samples=10, num_chains=1,
+                        progress_bar=False)  # fmt: skip
+            mcmc.run(jax.random.key(4), K, delta)
+            return {k: np.asarray(v) for k, v in mcmc.get_samples().items()}
+
+    auto, none = draws("auto"), draws(0)
+    for k in auto:
+        np.testing.assert_array_equal(auto[k], none[k], err_msg=k)
+
+
+def test_inner_cycles_move_the_landmark_decision_values_within_a_sweep():
+    """A landmark sweep with cycles draws (a, b) and λ again after the TPBN step: the state it
+    ends in differs from the sweep without them, while w, whose move comes first, is the same."""
+    with x64_scope():
+        pb = landmark_problem(seed=2, N=16, M=5, C=1)
+
+        def one_sweep(cycles):
+            mcmc = MCMC(BM3KL(inner_cycles=cycles), num_warmup=0, num_samples=1, num_chains=1,
+                        progress_bar=False)  # fmt: skip
+            mcmc.run(jax.random.key(8), pb["K"], pb["delta"][:1])
+            return {k: np.asarray(v) for k, v in mcmc.get_samples().items()}
+
+        none, two = one_sweep(0), one_sweep(2)
+    np.testing.assert_array_equal(none["w"], two["w"])
+    for k in ("a", "b", "lam", "nu"):
+        assert not np.allclose(none[k], two[k]), k
