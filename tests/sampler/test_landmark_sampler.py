@@ -340,7 +340,7 @@ def test_landmark_sweep_geweke_successive_conditional():
 # Extra cycles of the blocks given w (SweepConfig.inner_cycles)
 # ---------------------------------------------------------------------------------------------
 def test_auto_inner_cycles_balance_the_kernel_weight_move():
-    """"auto": none for the exact model; for the landmark model round(3(L + 1)(P·s + s²)/M²),
+    """ "auto": none for the exact model; for the landmark model round(3(L + 1)(P·s + s²)/M²),
     clipped to 1..MAX_INNER_CYCLES; an int is taken as it is."""
     config = BM3KL().config
     assert config.inner_cycles == "auto"
