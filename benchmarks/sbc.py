@@ -431,6 +431,8 @@ def main(argv=None):
         settings["pair_path"] = args.pair_path
     if args.landmarks:  # (likewise)
         settings["landmarks"] = args.landmarks
+        # the landmark sweep's extra cycles given w (8 at P = 4, M = 20: steps.inner_cycles_for)
+        settings["inner_cycles"] = "auto"
     store = UnitStore(out.with_suffix(".json"), settings, fresh=args.fresh, default=json_default)
     problems = args.problems.split(",")
     units = [(p, "correct", r) for r in range(args.reps) for p in problems]
