@@ -178,10 +178,9 @@ def inner_cycles_for(config: SweepConfig, P: int, C: int, N: int, M: int, landma
 
     ``"auto"``: 0 for the exact model; for the landmark model (P kernels, C problems, N
     points, M landmarks) the cycles whose (a, b) draws cost, by their leading flop counts,
-    about what the collapsed kernel-weight move costs: round(3·(L + 1)·(P·s + s²) / M²), the
-    move's L + 1
-    evaluations of value and gradient of O(N·(P·s + s²)) each against a cycle's O(N·M²), with
-    s the active set (0 when the move is not collapsed), and at least 1 and at most
+    about what the collapsed kernel-weight move costs: round(3·(L + 1)·(P·s + s²) / M²) (the
+    move's L + 1 evaluations of value and gradient, O(N·(P·s + s²)) each, against a cycle's
+    O(N·M²); s the active set, 0 when the move is not collapsed), at least 1 and at most
     :data:`MAX_INNER_CYCLES`. At P = 16, s = 32, L = 10 that is 5 cycles at M = 100 and 1 at
     M = 300.
     """

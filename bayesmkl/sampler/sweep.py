@@ -15,8 +15,8 @@ A sweep, given pseudo-observations (T, V) of f from the current augmentation var
 4. the TPBN step: ν | a, ς and ς | ν, or, with ``nu_update="collapsed"``, the collapsed block
    of :mod:`bayesmkl.sampler.tpbn` (which ends with its own (a, b) draw);
 5. :func:`~bayesmkl.sampler.steps.inner_cycles_for` more cycles of the blocks that condition
-   on w: the augmentation, (a, b), the TPBN step (keys from ``fold_in(next, 1)``; none by
-   default).
+   on w: the augmentation, (a, b), the TPBN step (keys from ``fold_in(next, 1)``; by default
+   none for the exact model, 1 to 8 for the landmark model).
 
 A likelihood is a small hashable record (:class:`bayesmkl.sampler.sampler.Classification`,
 :class:`bayesmkl.sampler.regression.Regression`) with
