@@ -104,6 +104,16 @@ def build_sweep(likelihood, config: SweepConfig, num_warmup: int):
         )
         Kw = combine_kernels(K, ws.e / jnp.sum(ws.e))
         tau = h.bias_prior_var
+
+        def augment_then_ab(keys, z):
+            """The augmentation | f, then (a, b) | w, T, V, ν; returns the new position, its
+            (T, V) and the augmentation's capped bit (``None`` if none)."""
+            aug, hit = likelihood.augment(keys, dv(Kw, z.a, z.b), z, targets, h, weight, margin)
+            z = z._replace(**aug)
+            T, V = tv(z)
+            a, b = steps.gaussian_ab_step(keys["ab"], Kw, T, V, z.nu, tau, landmark)
+            return z._replace(a=a, b=b), T, V, hit
+
         # (3) (a, b) and the augmentation, in the order the move and the likelihood need
         if ws.collapsed or likelihood.ab_first:
             a, b = steps.gaussian_ab_step(k["ab"], Kw, T, V, z.nu, tau, landmark)
@@ -112,11 +122,7 @@ def build_sweep(likelihood, config: SweepConfig, num_warmup: int):
             if collapsed_tpbn:
                 T, V = tv(z)
         else:
-            aug, hit = likelihood.augment(k, dv(Kw, z.a, z.b), z, targets, h, weight, margin)
-            z = z._replace(**aug)
-            T, V = tv(z)
-            a, b = steps.gaussian_ab_step(k["ab"], Kw, T, V, z.nu, tau, landmark)
-            z = z._replace(a=a, b=b)
+            z, T, V, hit = augment_then_ab(k, z)
         capped = ws.capped if hit is None else ws.capped | hit
         # (4) TPBN
         z, hit = tpbn_step(k["nu"], k["vs"], z, h, Kw, T, V, landmark)
@@ -132,12 +138,9 @@ def build_sweep(likelihood, config: SweepConfig, num_warmup: int):
                 z, capped = carry
                 kc = dict(zip(likelihood.keys, jax.random.split(key, len(likelihood.keys)),
                               strict=True))  # fmt: skip
-                aug, hit = likelihood.augment(kc, dv(Kw, z.a, z.b), z, targets, h, weight, margin)
-                z = z._replace(**aug)
+                z, T, V, hit = augment_then_ab(kc, z)
                 capped = capped if hit is None else capped | hit
-                T, V = tv(z)
-                a, b = steps.gaussian_ab_step(kc["ab"], Kw, T, V, z.nu, tau, landmark)
-                z, hit = tpbn_step(kc["nu"], kc["vs"], z._replace(a=a, b=b), h, Kw, T, V, landmark)
+                z, hit = tpbn_step(kc["nu"], kc["vs"], z, h, Kw, T, V, landmark)
                 return (z, capped if hit is None else capped | hit), None
 
             (z, capped), _ = jax.lax.scan(cycle, (z, capped), keys)
