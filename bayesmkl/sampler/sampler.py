@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesmkl.model.classification import Hyper, bm3kl_model, log_joint
-from bayesmkl.model.likelihood import pseudo_observations, s_of
+from bayesmkl.model.likelihood import pseudo_observations
 from bayesmkl.sampler import conditionals as cond
 from bayesmkl.sampler import steps, tpbn
 from bayesmkl.sampler.kernel import BM3KLKernel
@@ -73,9 +73,6 @@ class Classification:
 
         return pg
 
-    def marginal_s(self, hyper):
-        return s_of(hyper.gamma0)
-
     def augment(self, keys, f, z, delta, hyper, weight, margin):
         return {"lam": steps.lam_step(keys["lam"], f, delta, hyper.gamma0, weight, margin)}, None
 
@@ -119,8 +116,6 @@ class BM3KL(BM3KLKernel):
         is read so anyway.
     inner_cycles : int or "auto", default "auto"
         :attr:`~bayesmkl.sampler.state.SweepConfig.inner_cycles`.
-    marginal_pairs : float, default 0.0
-        :attr:`~bayesmkl.sampler.state.SweepConfig.marginal_pairs`.
 
     Examples
     --------
@@ -159,7 +154,6 @@ class BM3KL(BM3KLKernel):
         adapt_sweeps=None,
         landmarks=False,
         inner_cycles="auto",
-        marginal_pairs=0.0,
     ):
         eta = tuple(np.asarray(eta, dtype=float).ravel()) if np.ndim(eta) else float(eta)
         hyper = Hyper(eta, float(alpha_a), float(beta_a), float(kappa), float(bias_prior_var),
@@ -168,7 +162,7 @@ class BM3KL(BM3KLKernel):
             hyper, move, float(step_size), int(n_leapfrog), step_schedule,
             bool(adapt_step_size), bool(refresh_momentum), bool(flip_momentum), scale_refresh,
             float(pairs_per_kernel), int(n_active), bool(dense_mass), str(nu_update),
-            float(nu_max), bool(landmarks), inner_cycles, float(marginal_pairs),
+            float(nu_max), bool(landmarks), inner_cycles,
         )  # fmt: skip
         super().__init__(CLASSIFICATION, config, adapt_sweeps)
 

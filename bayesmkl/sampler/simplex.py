@@ -45,7 +45,6 @@ __all__ = [
     "RESIDUAL_MIN_P",
     "pairwise_gibbs",
     "pairwise_gibbs_residual",
-    "pairwise_marginal",
     "quadratic_form",
     "sample_w_exact",
     "truncated_normal",
@@ -417,53 +416,6 @@ def _edge_logpdf(wj, dg, q, eta_j, eta_k, c):
         )
 
     return logpdf
-
-
-def pairwise_marginal(key, w, Phi, b, delta, s, eta, n_pairs: int, weight=None, margin=None):
-    """``n_pairs`` exact pairwise updates of w | a, b with λ integrated out.
-
-    The target is Dir(w | η) · L′(f(w)), L′ the marginal pseudo-likelihood (docs/math.md
-    §1.6, sample weights and margins of §1.7–§1.8): log L′ = Σ_ci −u_ci − s|u_ci| + const
-    with the scaled slack u = ϖ(m − δ ⊙ f) and f = Σ_m w_m Φ_m + b. Along the edge e_j − e_k
-    (c = w_j + w_k, x = w_j, t = x − w_j) the slack moves as u − t g with g = ϖ δ (Φ_j − Φ_k),
-    so the edge's log density is t Σg − s Σ|u − t g| + (η_j − 1) log x + (η_k − 1) log(c − x),
-    concave for η ≥ 1 and drawn exactly by slice sampling from the whole segment
-    (:func:`_slice_segment`). Each proposal costs O(C N); the pairs are those of
-    :func:`_pick_pair`. ``s`` is √(1 + 2γ0) (1 for the flat λ prior, where −u − |u| is the
-    hinge −2 max(u, 0)).
-
-    Returns ``(w, u, capped)``: the new weights, the scaled slack at them (C, N) and the
-    :data:`CAP_SLICE_W` bit if a slice update hit its cap.
-    """
-    P = w.shape[0]
-    sw = 1.0 if weight is None else weight
-    m = 1.0 if margin is None else margin
-    u = sw * (m - delta * (jnp.einsum("p,pcn->cn", w, Phi) + b[:, None]))
-    capped = jnp.zeros((), jnp.int32)
-    if P == 1:
-        return w, u, capped
-    G = sw * delta * Phi  # (P, C, N): u moves by −t (G_j − G_k) along e_j − e_k
-
-    def body(i, carry):
-        w, u, capped = carry
-        j, k, k_x = _pick_pair(key, i, P)
-        wj, wk, w = jax.lax.optimization_barrier((w[j], w[k], w))
-        c = wj + wk
-        g = G[j] - G[k]
-        sg = jnp.sum(g)
-
-        def logpdf(x):
-            t = x - wj
-            return (t * sg - s * jnp.sum(jnp.abs(u - t * g))
-                    + (eta[j] - 1.0) * jnp.log(x) + (eta[k] - 1.0) * jnp.log(c - x))  # fmt: skip
-
-        x, hit = _slice_segment(k_x, wj, c, logpdf, return_capped=True)
-        x = jnp.clip(x, c * _EDGE, c * (1.0 - _EDGE))
-        w = w.at[j].set(x).at[k].set(c - x)
-        u = u - (x - wj) * g
-        return w, u, capped | jnp.where(hit, jnp.int32(CAP_SLICE_W), jnp.int32(0))
-
-    return jax.lax.fori_loop(0, n_pairs, body, (w, u, capped))
 
 
 def uses_residual_path(P: int, path: str | None = None) -> bool:

@@ -121,10 +121,6 @@ class SweepConfig(NamedTuple):
         :data:`~bayesmkl.sampler.steps.MAX_INNER_CYCLES`) as cost about what the kernel-weight
         move costs. The decision values mix slowly through the augmentation (λ given f pins
         the points near the margin); each cycle is a cheap step of that Gibbs chain.
-    marginal_pairs : float
-        Pair updates per kernel and sweep of w | a, b, ν with λ integrated out
-        (:func:`bayesmkl.sampler.simplex.pairwise_marginal`), each followed by nothing that
-        reads λ before λ | f is redrawn; 0 (the default): none. The classifier only.
     """
 
     hyper: Hyper = Hyper()
@@ -143,7 +139,6 @@ class SweepConfig(NamedTuple):
     nu_max: float = tpbn.NU_MAX
     landmarks: bool = False
     inner_cycles: int | str = "auto"
-    marginal_pairs: float = 0.0
 
     def validate(self) -> SweepConfig:
         """Check the settings both models share (the likelihood checks its own); returns self."""

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from bayesmkl.model.classification import (
     combine_kernels,
@@ -47,7 +46,7 @@ from bayesmkl.model.classification import (
     landmark_decision_values,
 )
 from bayesmkl.sampler import conditionals as cond
-from bayesmkl.sampler import simplex, steps
+from bayesmkl.sampler import steps
 from bayesmkl.sampler.state import Info, State, SweepConfig
 
 __all__ = ["build_sweep"]
@@ -84,26 +83,6 @@ def build_sweep(likelihood, config: SweepConfig, num_warmup: int):
         nu, varsigma = steps.tpbn_gibbs_step(k_nu, k_vs, z.a, z.varsigma, h, ig_shortcut)
         return z._replace(nu=nu, varsigma=varsigma), None
 
-    def marginal_weight_step(key, z, Phi, targets, h, weight, margin):
-        """``config.marginal_pairs``·P pair updates of w | a, b, ν with λ integrated out
-        (:func:`bayesmkl.sampler.simplex.pairwise_marginal`; the scale of e kept), then
-        λ | f at the new w: together an exact draw of (w, λ) | a, b, ν."""
-        if not hasattr(likelihood, "marginal_s"):
-            raise ValueError("marginal_pairs needs a likelihood with a marginal form (the "
-                             "classifier's)")  # fmt: skip
-        P = Phi.shape[0]
-        n_pairs = max(1, int(np.ceil(config.marginal_pairs * P)))
-        k_w, k_l = jax.random.split(key)
-        scale = jnp.sum(z.e)
-        w, _, hit = simplex.pairwise_marginal(
-            k_w, z.e / scale, Phi, z.b, targets, likelihood.marginal_s(h), h.eta, n_pairs,
-            weight, margin,
-        )  # fmt: skip
-        f = jnp.einsum("p,pcn->cn", w, Phi) + z.b[:, None]
-        aug, hit2 = likelihood.augment({"lam": k_l}, f, z, targets, h, weight, margin)
-        z = z._replace(e=w * scale, **aug)
-        return z, hit if hit2 is None else hit | hit2
-
     def sweep(state: State, K, targets, weight=None, margin=None) -> tuple[State, Info]:
         h = state.hyper  # traced values; config.hyper only decides static routes
         # the landmark model (docs/math.md §16): K (P, N, M), (a, b) drawn in weight space
@@ -118,10 +97,6 @@ def build_sweep(likelihood, config: SweepConfig, num_warmup: int):
 
         # (1)-(2) kernel weights given (T, V)
         Phi = cond.per_kernel_decisions(K, z.a)
-        marginal_capped = None
-        if config.marginal_pairs:  # (0) w | a, b with λ integrated out, then λ | f
-            z, marginal_capped = marginal_weight_step(jax.random.fold_in(k["next"], 2), z, Phi,
-                                                      targets, h, weight, margin)  # fmt: skip
         T, V = tv(z)
         pg = likelihood.e_conditional(z, Phi, T, V, targets, h.eta, weight, margin)
         ws = steps.kernel_weight_step(
@@ -149,8 +124,6 @@ def build_sweep(likelihood, config: SweepConfig, num_warmup: int):
         else:
             z, T, V, hit = augment_then_ab(k, z)
         capped = ws.capped if hit is None else ws.capped | hit
-        if marginal_capped is not None:
-            capped = capped | marginal_capped
         # (4) TPBN
         z, hit = tpbn_step(k["nu"], k["vs"], z, h, Kw, T, V, landmark)
         capped = capped if hit is None else capped | hit

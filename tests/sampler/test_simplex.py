@@ -36,7 +36,6 @@ from bayesmkl.sampler.simplex import (
     _slice_segment,
     pairwise_gibbs,
     pairwise_gibbs_residual,
-    pairwise_marginal,
     quadratic_form,
     sample_w_exact,
     truncated_normal,
@@ -509,77 +508,3 @@ def test_sample_w_exact_matches_simplex_quadrature(eta, path):
     assert stats.kstest(s, stats.gamma(H).cdf).pvalue > KS_ALPHA
     r = np.corrcoef(S.ravel(), W[..., 0].ravel())[0, 1]
     assert abs(r) < Z / np.sqrt(S.size)
-
-
-# --------------------------------------------------------------------------------------------
-# pairwise_marginal: w | a, b with λ integrated out, against quadrature on the simplex
-# --------------------------------------------------------------------------------------------
-
-
-def marginal_moments(Phi, b, delta, s, eta, weight=None, n=300):
-    """E[w], E[w²] under p(w) ∝ Π w_m^{η_m−1} exp(Σ −u − s|u|), u = ϖ(1 − δf), on the
-    2-simplex (the Gauss–Jacobi rule of :func:`simplex_moments_jacobi`; the |u| kinks make
-    it converge as n⁻², so n = 300 is checked against n = 200 by the caller)."""
-    eta = np.broadcast_to(np.asarray(eta, float), (3,))
-    x, wx = gauss_jacobi01(n, eta[0] - 1.0, eta[1] + eta[2] - 1.0)
-    y, wy = gauss_jacobi01(n, eta[1] - 1.0, eta[2] - 1.0)
-    X, Y = np.meshgrid(x, y, indexing="ij")
-    W = np.stack([X, (1 - X) * Y, (1 - X) * (1 - Y)], axis=-1)
-    f = np.einsum("...m,mcn->...cn", W, Phi) + b[:, None]
-    u = (1.0 if weight is None else weight) * (1.0 - delta * f)
-    logp = np.sum(-u - s * np.abs(u), axis=(-2, -1))
-    dens = np.outer(wx, wy) * np.exp(logp - logp.max())
-    Z0 = dens.sum()
-    return np.einsum("ij,ijm->m", dens, W) / Z0, np.einsum("ij,ijm->m", dens, W**2) / Z0
-
-
-@partial(jax.jit, static_argnames=("n_pairs",))
-def _marginal_chains(key, w0, Phi, b, delta, s, eta, weight, n_pairs=3):
-    def chain(k):
-        def it(w, kk):
-            w, u, hit = pairwise_marginal(kk, w, Phi, b, delta, s, eta, n_pairs, weight)
-            return w, (w, u, hit)
-
-        return jax.lax.scan(it, w0, jax.random.split(k, N_ITER))[1]
-
-    return jax.vmap(chain)(jax.random.split(key, N_CHAINS))
-
-
-@pytest.mark.parametrize(
-    "gamma0, eta, weighted",
-    [(0.0, 1.0, False), (4.0, 2.0, False), (100.0, (0.6, 1.0, 2.5), True)],
-    ids=["hinge-eta1", "gamma4-eta2", "gamma100-asym-weighted"],
-)
-def test_pairwise_marginal_matches_simplex_quadrature(gamma0, eta, weighted):
-    """Chains of the pair updates of w | a, b with λ integrated out, on the P = 3 problem of
-    :func:`helpers.p3_conditional`: E[w_m] and E[w_m²] within 4 MCSE of quadrature of
-    Dir(η)·L′ (the hinge for γ0 = 0; sample weights in the last case); w stays on the
-    simplex, the returned slack is the slack of the returned w, no slice update hits its cap.
-    Rejects a sampler that reads s as 1 at γ0 = 4 (the quadrature moments move by > 10 MCSE)."""
-    cp = p3_conditional()
-    N = cp["delta"].shape[1]
-    eta_v = np.broadcast_to(np.asarray(eta, float), (3,))
-    s = float(np.sqrt(1.0 + 2.0 * gamma0))
-    weight = np.linspace(0.3, 2.0, N) if weighted else None
-    args = (cp["Phi"], cp["b"], cp["delta"])
-    Ew, Ew2 = marginal_moments(*args, s, eta_v, weight)
-    Ew_c, _ = marginal_moments(*args, s, eta_v, weight, n=200)
-    np.testing.assert_allclose(Ew, Ew_c, rtol=1e-4, atol=1e-6)
-    W, U, hit = _marginal_chains(
-        jax.random.key(5), jnp.full(3, 1.0 / 3.0), *map(jnp.asarray, args), s,
-        jnp.asarray(eta_v), None if weight is None else jnp.asarray(weight),
-    )  # fmt: skip
-    W, U = np.asarray(W)[:, N_BURN:], np.asarray(U)[:, N_BURN:]
-    assert not np.any(np.asarray(hit))
-    assert np.all(W > 0)
-    np.testing.assert_allclose(W.sum(-1), 1.0, rtol=0, atol=1e-13)
-    f = np.einsum("...m,mcn->...cn", W[:, -1], cp["Phi"]) + cp["b"][:, None]
-    u = (1.0 if weight is None else weight) * (1.0 - cp["delta"] * f)
-    np.testing.assert_allclose(U[:, -1], u, rtol=1e-9, atol=1e-9)
-    for name, draws, truth in (("E[w]", W, Ew), ("E[w²]", W**2, Ew2)):
-        est, _, mcse, ess = pooled_mean_mcse(draws)
-        assert np.all(ess > 0.05 * N_CHAINS * (N_ITER - N_BURN)), (name, ess)
-        assert np.all(np.abs(est - truth) < Z * mcse), (name, est, truth, (est - truth) / mcse)
-        if gamma0 == 4.0 and name == "E[w]":
-            wrong, _ = marginal_moments(*args, 1.0, eta_v, weight)
-            assert np.max(np.abs(wrong - truth) / mcse) > 10.0
