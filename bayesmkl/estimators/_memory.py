@@ -16,9 +16,12 @@ from __future__ import annotations
 import math
 
 from bayesmkl.kernels._checks import FitMemoryError, check_memory, kernel_memory_limit
+from bayesmkl.sampler.collapsed import n_active_for
+from bayesmkl.sampler.state import SweepConfig
 
 __all__ = [
     "AUTO_MAX_KEPT",
+    "COLLAPSED_COPIES",
     "PREDICT_MEMORY_SHARE",
     "PREDICTION_COPIES",
     "SWEEP_SYSTEM_COPIES",
@@ -34,6 +37,13 @@ AUTO_MAX_KEPT = 1_000
 #: copy and the Cholesky factor; the audit's 1,000 classes × 1,200 rows asked XLA for 3.02 times
 #: chains × C × N² × 8 bytes).
 SWEEP_SYSTEM_COPIES = 3
+#: Copies of the collapsed kernel-weight move's gathered kernel columns, (P + 1)·C·N·s float64
+#: values (the active points' columns of every kernel and their combination), that one chain's
+#: sweep holds at its peak: two layouts of the columns and the temporaries of the gather and of
+#: the gradient. XLA's own memory analysis of the compiled sweep: 4.0 copies of P·C·N·s per
+#: chain at (P, C, N, M, s) = (16, 10, 7694, 300, 27) (penbased's landmark fit: 1.07 GB a
+#: chain), 4.5 at (8, 4, 3000, 100, 32).
+COLLAPSED_COPIES = 4
 #: Share of the memory limit that one block of test rows may take.
 PREDICT_MEMORY_SHARE = 0.5
 #: Arrays of (draws × rows × classes) float64 values a prediction of one block holds at once
@@ -77,10 +87,11 @@ def fit_memory(
     ``est._draw_entries(P, C, N, M)``), ``chunk`` (one compiled call's draws), ``systems`` (the
     Gaussian step's ``C`` systems of ``N × N`` per chain running at once; for a landmark fit,
     ``M`` landmarks, ``C`` systems of ``(M + 1)²`` and their whitened designs of ``N × (M + 1)``),
-    ``after`` (what ``fit``
-    computes from the draws at the training points, ``est._after_fit_entries(C, N)`` per draw),
-    ``need`` (the largest of: during sampling, at the join, after), and the counts they come
-    from."""
+    ``collapsed`` (the collapsed kernel-weight move's gathered kernel columns of its ``n_active``
+    points per problem, :data:`COLLAPSED_COPIES` copies per chain running at once; 0 for the
+    moves that do not collapse), ``after`` (what ``fit`` computes from the draws at the
+    training points, ``est._after_fit_entries(C, N)`` per draw), ``need`` (the largest of:
+    during sampling, at the join, after), and the counts they come from."""
     chains = int(est.num_chains)
     kept, peak = _kept_per_chain(est, run_chunk, earlier)
     M = N if M is None else int(M)
@@ -92,10 +103,14 @@ def fit_memory(
         systems = 8.0 * SWEEP_SYSTEM_COPIES * at_once * C * N * N
     else:  # weight space (docs/math.md §16.2)
         systems = 8.0 * at_once * C * (SWEEP_SYSTEM_COPIES * (M + 1) ** 2 + N * (M + 1))
+    config = SweepConfig(move=est.sampler)
+    s = n_active_for(P, C, N, config.n_active, M) if config.spec.collapsed else 0
+    collapsed = 8.0 * COLLAPSED_COPIES * at_once * (P + 1) * C * N * s
     after = 8.0 * chains * kept * int(est._after_fit_entries(C, N))
-    need = max(draws + chunk + systems, peak * draws, draws + after)
-    return dict(need=need, draws=draws, chunk=chunk, systems=systems, after=after, kept=kept,
-                peak=peak, per_draw=per_draw, chains=chains, at_once=at_once)  # fmt: skip
+    need = max(draws + chunk + systems + collapsed, peak * draws, draws + after)
+    return dict(need=need, draws=draws, chunk=chunk, systems=systems, collapsed=collapsed,
+                after=after, kept=kept, peak=peak, per_draw=per_draw, chains=chains,
+                at_once=at_once, n_active=s)  # fmt: skip
 
 
 def check_fit_memory(
@@ -115,7 +130,9 @@ def check_fit_memory(
         f"{name}.fit ({m['chains']} chains × {m['kept']} draws kept × {m['per_draw']:,} values "
         f"per draw: {_gib(m['draws'])}, {m['peak']:g} times that while they are joined; the "
         f"sampler's {C} system(s) of {systems} per chain, {m['at_once']} chain(s) at once: "
-        f"{_gib(m['systems'])}; the values computed at the {N} training points after sampling: "
+        f"{_gib(m['systems'])}; the kernel-weight move's columns of {m['n_active']} active "
+        f"point(s) per problem in {P} kernels: {_gib(m['collapsed'])}; the values computed "
+        f"at the {N} training points after sampling: "
         f"{_gib(m['after'])})"
     )
     hints = []
@@ -130,7 +147,7 @@ def check_fit_memory(
             hints.append(f"num_samples='auto' (it thins to at most {AUTO_MAX_KEPT} stored draws "
                          "per chain)")  # fmt: skip
     hints.append(f"fewer chains (num_chains={est.num_chains})")
-    if m["at_once"] > 1 and m["systems"] > m["draws"]:
+    if m["at_once"] > 1 and m["systems"] + m["collapsed"] > m["draws"]:
         hints.append("chain_method='sequential' (one chain's systems at a time)")
     hints.append("fewer rows")
     check_memory(m["need"], what, hints, error=FitMemoryError)
