@@ -95,9 +95,7 @@ def weight_convergence(source, *, rhat_target=None, ess_target=None) -> WeightCo
         when a bulk ESS is below its target, else ``""``. A classifier's ``run_report_``
         counts too, which also covers the decision values (``"... on f[20]"``).
     """
-    import warnings
-
-    from arviz_stats.base import array_stats
+    from bayesmkl.sampler.convergence import rhat_and_ess_bulk
 
     w, _ = weights_and_names(source)
     report = getattr(source, "run_report_", None)
@@ -109,10 +107,7 @@ def weight_convergence(source, *, rhat_target=None, ess_target=None) -> WeightCo
     varying = np.std(w, axis=(0, 1)) > _CONSTANT_SD
     if varying.any():
         x = np.moveaxis(w[..., varying], -1, 0)  # (k, chains, draws)
-        with warnings.catch_warnings():  # ArviZ warns on very short chains; nan says it here
-            warnings.simplefilter("ignore")
-            rhat[varying] = array_stats.rhat(x, chain_axis=-2, draw_axis=-1, method="rank")
-            ess[varying] = array_stats.ess(x, chain_axis=-2, draw_axis=-1, method="bulk")
+        rhat[varying], ess[varying] = rhat_and_ess_bulk(x)
     r_max = float(np.nanmax(rhat, initial=1.0))
     e_min = float(np.nanmin(ess, initial=np.inf))
     where = ""

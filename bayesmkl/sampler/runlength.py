@@ -3,9 +3,10 @@
 :func:`sample_until_converged` drives a :class:`numpyro.infer.MCMC` whose ``num_samples`` is
 the chunk length. After warm-up it keeps sampling chunk after chunk (``post_warmup_state``),
 and after each chunk computes the rank-normalised split R-hat and the bulk ESS (Vehtari et
-al. 2021, via ``arviz_stats``) of every monitored quantity over all draws so far. It stops as
-soon as every quantity has R-hat ≤ ``rhat_target`` and bulk ESS ≥ ``ess_target``, or when the
-sweep or time budget is spent; the :class:`RunReport` says which.
+al. 2021; ArviZ's statistics, vectorised in :mod:`bayesmkl.sampler.convergence`) of every
+monitored quantity over all draws so far. It stops as soon as every quantity has R-hat ≤
+``rhat_target`` and bulk ESS ≥ ``ess_target``, or when the sweep or time budget is spent; the
+:class:`RunReport` says which.
 
 Memory stays bounded on long runs: once more than ``max_kept`` draws per chain are stored, all
 stored draws (and the monitors) are thinned by two, and later chunks by the same factor. The
@@ -26,7 +27,8 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
-from arviz_stats.base import array_stats
+
+from bayesmkl.sampler.convergence import rhat_and_ess_bulk
 
 CONSTANT_SD = 1e-10
 
@@ -140,8 +142,7 @@ def convergence_stats(monitors: dict) -> tuple[float, float, str, str]:
         if not varying.any():
             continue
         x = np.moveaxis(x[..., varying], -1, 0)  # (k, chains, draws)
-        r = np.asarray(array_stats.rhat(x, chain_axis=-2, draw_axis=-1, method="rank"))
-        e = np.asarray(array_stats.ess(x, chain_axis=-2, draw_axis=-1, method="bulk"))
+        r, e = rhat_and_ess_bulk(x)
         r = np.where(np.isfinite(r), r, np.inf)  # a nan R-hat is no evidence of convergence
         e = np.where(np.isfinite(e), e, 0.0)
         idx = np.flatnonzero(varying)
