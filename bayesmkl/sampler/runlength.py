@@ -252,9 +252,9 @@ def sample_until_converged(
         a failed check the next comes sooner when the draws so far project the ESS target to
         be met sooner: after ``done·(ess_target/ess_min − 1)`` more sweeps (ESS grows about
         linearly in the run length), at least one chunk and at most ``check_every`` later; a
-        check costs R-hat and ESS of every monitored quantity (0.3–1 s for 414 quantities), so
-        checking every chunk would cost a fifth of the sampling time, and checking only every
-        ``check_every`` sweeps would run on past the targets by half that on average.
+        check ranks all draws of every monitored quantity, so checking every chunk would add
+        its cost to each, and checking only every ``check_every`` sweeps would run on past the
+        targets by half that on average.
     fixed : bool, default False
         Run exactly ``max_samples`` post-warm-up sweeps (``stopped_by="num_samples"``); the
         report still judges the targets.
