@@ -151,7 +151,16 @@ def rows_of(units: dict) -> list[dict]:
     return rows
 
 
+def ordered(units: dict) -> dict:
+    """``units`` in the order of :data:`DATASETS` (then the special units, then any other),
+    whatever order they finished in (a rerun unit finishes last)."""
+    order = DATASETS.split(",") + list(SPECIAL)
+    return dict(sorted(units.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order
+                       else len(order)))  # fmt: skip
+
+
 def write_rows(units: dict, out: str) -> None:
+    units = ordered(units)
     write_atomic(Path(out + ".json"), json.dumps(rows_of(units), indent=1, default=float))
     write_atomic(Path(out + ".md"), markdown(units))
 
