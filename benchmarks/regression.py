@@ -23,8 +23,10 @@ Methods (features standardised with the training split for every method):
 * ``KRR``: ``GridSearchCV(KernelRidge(rbf))`` over α ∈ 10^{-3…1}, γ ∈ 2^{-11,-9,…,1};
 * ``GPR``: ``GaussianProcessRegressor(C·RBF + WhiteKernel, normalize_y=True)``, 2 restarts;
 * ``MKR``: himalaya's ``MultipleKernelRidgeCV`` on the same 16 kernels as BM3KL (random search,
-  ``--mkr-iter`` kernel-weight candidates), only when ``import himalaya`` works (it is never a
-  dependency of the package; ``pip install --target DIR himalaya`` and ``PYTHONPATH=DIR``).
+  ``--mkr-iter`` kernel-weight candidates), fitted only when ``import himalaya`` works (it is
+  never a dependency of the package; ``pip install --target DIR himalaya`` and
+  ``PYTHONPATH=DIR``); its units already in the file are summarised either way, as are those
+  of a data set that cannot be read here.
 
 SVR, KRR and MKR give point predictions only. Their predictive distribution here is a Gaussian
 centred at the prediction with the variance of the out-of-fold residuals of their own 5-fold
@@ -52,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import platform
 import sys
@@ -378,12 +381,13 @@ def main(argv=None) -> int:
     stem = "regression"
     if args.quick:
         datasets, args.splits, args.max_time, stem = ["diabetes"], 2, 60.0, "regression_quick"
+    runnable = list(methods)  # the methods whose missing units this run fits
     if "MKR" in methods:
         try:
             import himalaya  # noqa: F401
         except ImportError:
-            print("himalaya is not installed: MKR skipped")
-            methods.remove("MKR")
+            print("himalaya is not installed: no new MKR unit (those already done are kept)")
+            runnable.remove("MKR")
 
     import jax
     from sklearn.model_selection import ShuffleSplit
@@ -400,21 +404,29 @@ def main(argv=None) -> int:
         "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform()},
         "sources": {}, "datasets": {}, "per_split": {}, "target": {}, "bm3kl_info": {},
     }  # fmt: skip
+    path = out.with_suffix(".json")
+    earlier_sources = json.loads(path.read_text()).get("sources", {}) if path.is_file() else {}
     for ds in datasets:
         try:
             X, y, source = load(ds, args)
-        except FileNotFoundError as exc:
-            print(f"skipping {ds}: {exc}")
-            continue
-        result["sources"][ds] = source
-        splits = list(ShuffleSplit(args.splits, test_size=0.3, random_state=0).split(X))
+        except FileNotFoundError as exc:  # its finished units are still summarised
+            print(f"{ds}: {exc}; no new unit of it, those already done are kept")
+            X, source = None, earlier_sources.get(ds)
+        if source is not None:
+            result["sources"][ds] = source
+        splits = [None] * args.splits
+        if X is not None:
+            splits = list(ShuffleSplit(args.splits, test_size=0.3, random_state=0).split(X))
         per, infos = {}, []
-        for k, (tr, te) in enumerate(splits):
+        for k, split in enumerate(splits):
             for m in methods:
                 key = store.key(ds, f"split {k}", m)
+                if not store.done(key) and (m not in runnable or split is None):
+                    continue
                 if not store.done(key):
                     fit = fit_bm3kl if m == "BM3KL" else (
                         lambda *a, m=m: fit_baseline(m, *a))  # fmt: skip
+                    tr, te = split
                     row, info = fit(X[tr], y[tr], X[te], y[te], k, args)
                     store.add(key, {"row": row, "info": info})
                     print(f"{ds} split {k} {m}: " + ", ".join(
@@ -426,6 +438,8 @@ def main(argv=None) -> int:
                 per.setdefault(m, []).append(unit["row"])
                 if m == "BM3KL":
                     infos.append(unit["info"])
+            if not per:
+                continue
             # partial summaries after every split, so the files show the progress
             summ = summarise(per)
             result["datasets"][ds] = summ
