@@ -6,7 +6,7 @@ z-scales and transforms each quantity in a call of its own, here the ranking, th
 quantiles and the autocovariances run as array operations over all quantities; only Geyer's
 truncation of the autocorrelation sum, a short scalar loop, runs per quantity.
 
-Inputs are ``x: (k, chains, draws)``; each function returns a ``(k,)`` array. A quantity with a
+The input is ``x: (k, chains, draws)``; each statistic is a ``(k,)`` array. A quantity with a
 nan among its draws, fewer than 4 draws, or (R-hat only) fewer than 2 chains or no spread gets
 nan, as in ArviZ; a constant quantity's ESS is its number of draws.
 """
@@ -17,7 +17,7 @@ import numpy as np
 from scipy.fft import next_fast_len
 from scipy.special import ndtri
 
-__all__ = ["ess_bulk", "rhat_and_ess_bulk", "rhat_rank"]
+__all__ = ["rhat_and_ess_bulk"]
 
 _BLOM = 3.0 / 8.0  # Blom's fractional offset of the rank back-transformation
 
@@ -64,10 +64,9 @@ def _rhat_plain(x):
         return np.sqrt((between / within + n - 1) / n)
 
 
-def _valid(x, min_chains: int):
-    """Rows of (k, m, n) that ArviZ would compute: no nan, ≥ 4 draws, ≥ ``min_chains`` chains."""
-    ok = ~np.isnan(x).any(axis=(1, 2))
-    return ok & (x.shape[-1] >= 4) & (x.shape[1] >= min_chains)
+def _valid(x):
+    """Rows of (k, m, n) that ArviZ computes: no nan and at least 4 draws."""
+    return ~np.isnan(x).any(axis=(1, 2)) & (x.shape[-1] >= 4)
 
 
 def _rhat_of_split(split, z):
@@ -77,7 +76,7 @@ def _rhat_of_split(split, z):
     return np.maximum(_rhat_plain(z), _rhat_plain(_z_scale(np.abs(split - median))))
 
 
-def _geyer_tau(rho: list, n: int) -> tuple[float, int]:
+def _geyer_tau(rho: list, n: int) -> float:
     """Geyer's initial positive and monotone sequence over autocorrelations ``rho`` (lags
     0…n−1): the integrated autocorrelation time τ̂ (before its lower bound); nan when a
     kept autocorrelation is nan."""
@@ -124,44 +123,23 @@ def _ess_of(z):
     rho = 1.0 - (mean_var[:, None] - np.mean(acov, axis=1)) / var_plus[:, None]  # (k', n)
     floor = 1.0 / np.log10(m * n)
     taus = np.array([_geyer_tau(row, n) for row in rho.tolist()])
-    out[spread] = m * n / np.where(np.isnan(taus), np.nan, np.maximum(taus, floor))
-    return out
-
-
-def rhat_rank(x) -> np.ndarray:
-    """Rank-normalised split R-hat of each quantity of ``x (k, chains, draws)``: the larger of
-    the bulk and the folded (tail) R-hat."""
-    x = np.asarray(x, dtype=float)
-    out = np.full(x.shape[0], np.nan)
-    ok = _valid(x, 2)
-    if ok.any():
-        split = _split(x[ok])
-        out[ok] = _rhat_of_split(split, _z_scale(split))
-    return out
-
-
-def ess_bulk(x) -> np.ndarray:
-    """Bulk effective sample size of each quantity of ``x (k, chains, draws)``: the ESS of the
-    rank-normalised split chains."""
-    x = np.asarray(x, dtype=float)
-    out = np.full(x.shape[0], np.nan)
-    ok = _valid(x, 1)
-    if ok.any():
-        out[ok] = _ess_of(_z_scale(_split(x[ok])))
+    out[spread] = m * n / np.maximum(taus, floor)  # a nan τ̂ stays nan
     return out
 
 
 def rhat_and_ess_bulk(x) -> tuple[np.ndarray, np.ndarray]:
-    """``(rhat_rank(x), ess_bulk(x))``, sharing the ranking of the split chains."""
+    """``(rhat, ess)`` of each quantity of ``x (k, chains, draws)``: the rank-normalised split
+    R-hat (the larger of the bulk and the folded one) and the bulk ESS (of the rank-normalised
+    split chains), both from one ranking of the split chains."""
     x = np.asarray(x, dtype=float)
     rhat = np.full(x.shape[0], np.nan)
     ess = np.full(x.shape[0], np.nan)
-    ok = _valid(x, 1)
+    ok = _valid(x)
     if not ok.any():
         return rhat, ess
     split = _split(x[ok])
     z = _z_scale(split)
     ess[ok] = _ess_of(z)
-    if x.shape[1] >= 2:
+    if x.shape[1] >= 2:  # R-hat compares chains
         rhat[ok] = _rhat_of_split(split, z)
     return rhat, ess
