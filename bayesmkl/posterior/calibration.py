@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import log_expit, log_softmax, logsumexp
+from scipy.special import logsumexp
 
 __all__ = [
     "Calibrator",
@@ -143,13 +143,56 @@ def log_proba_draws(F, temperature: float, intercept: float = 0.0) -> np.ndarray
     ndarray (S, M, K)
         ``log_softmax`` of the logits (finite; no log of 0).
     """
-    return log_softmax(_logits(F, temperature, intercept), axis=-1)
+    return _log_softmax(_logits(F, temperature, intercept))[0]
 
 
 def log_predictive(log_p_draws, axis: int = 0) -> np.ndarray:
     """``log mean_s p_s`` along ``axis``, by log-sum-exp (finite when the inputs are)."""
     log_p_draws = np.asarray(log_p_draws, dtype=float)
     return logsumexp(log_p_draws, axis=axis) - np.log(log_p_draws.shape[axis])
+
+
+# ----------------------------------------------------------------------------------------
+# log-softmax, log-sigmoid and log-sum-exp with their exponentials kept
+# ----------------------------------------------------------------------------------------
+# SciPy's log_softmax, log_expit and logsumexp compute exponentials that the objective's
+# gradient then computes again, and run slower than NumPy's own passes over the same values.
+
+
+def _log_softmax(z, axis=-1):
+    """``(log_softmax(z), exp(z − m), Σ exp(z − m))`` along ``axis`` (m the largest entry,
+    0 where it is not finite, as SciPy shifts), from one pass of exponentials: the softmax is
+    the second divided by the third."""
+    z = np.asarray(z, dtype=float)
+    m = np.max(z, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    shifted = z - m
+    e = np.exp(shifted)
+    s = np.sum(e, axis=axis, keepdims=True)
+    shifted -= np.log(s)
+    return shifted, e, s
+
+
+def _log_sigmoid(x):
+    """``(log σ(x), σ(−x))`` from one exponential t = exp(−|x|): log σ(x) = min(x, 0) −
+    log1p(t); σ(−x) = t / (1 + t) for x ≥ 0, 1 / (1 + t) below (both finite for finite x)."""
+    t = np.exp(-np.abs(x))
+    log_p = np.minimum(x, 0.0) - np.log1p(t)
+    q = np.where(x >= 0, t, 1.0)
+    q /= 1.0 + t
+    return log_p, q
+
+
+def _log_normalise(a):
+    """``(log Σ_s exp(a_s), exp(a_s) / Σ_s exp(a_s))`` over axis 0 (the draws) from one pass
+    of exponentials: each point's log predictive and its responsibilities over the draws."""
+    m = np.max(a, axis=0)
+    m = np.where(np.isfinite(m), m, 0.0)
+    r = a - m
+    np.exp(r, out=r)
+    s = np.sum(r, axis=0)
+    r /= s
+    return m + np.log(s), r
 
 
 # ----------------------------------------------------------------------------------------
@@ -210,20 +253,17 @@ def _nll_and_grad(theta, blocks, single, n_total):
         n = F.shape[1]
         if single:
             f = F[..., 0]  # (S, n)
-            u = T * f + beta
             sign = np.where(codes == 1, 1.0, -1.0)[None, :]
-            ll = log_expit(sign * u)  # log p(y_i | draw s)
-            dl_du = sign * np.exp(log_expit(-sign * u))  # sign·(1 − p)
+            ll, q = _log_sigmoid(sign * (T * f + beta))  # log p(y_i | draw s), 1 − p
+            dl_du = sign * q
             dl_dT, dl_db = dl_du * f, dl_du
         else:
-            ls = log_softmax(T * F, axis=-1)  # (S, n, K)
+            ls, e, s = _log_softmax(T * F)  # (S, n, K)
             ll = ls[:, np.arange(n), codes]
-            q = np.exp(ls)
-            dl_dT = F[:, np.arange(n), codes] - np.sum(q * F, axis=-1)
+            dl_dT = F[:, np.arange(n), codes] - np.sum(e * F, axis=-1) / s[..., 0]
             dl_db = np.zeros_like(ll)
-        a = log_w + ll
-        lp = logsumexp(a, axis=0)  # (n,)
-        r = np.exp(a - lp[None, :]) * pw[None, :]  # responsibilities over draws, weighted
+        lp, r = _log_normalise(log_w + ll)  # (n,), responsibilities over the draws
+        r *= pw[None, :]
         nll -= np.dot(pw, lp)
         grad[0] -= np.sum(r * dl_dT)
         grad[1] -= np.sum(r * dl_db)
@@ -238,13 +278,12 @@ def _nll_and_grad_per_class(theta, blocks, n_total):
     grad = np.zeros(2 * C)
     for F, codes, log_w, pw in blocks:
         n = F.shape[1]
-        ls = log_softmax(T * F + beta, axis=-1)  # (S, n, C)
+        ls, e, s = _log_softmax(T * F + beta)  # (S, n, C)
         ll = ls[:, np.arange(n), codes]
-        resid = -np.exp(ls)  # ∂ll/∂z_c = 1[c = y] − q_c
+        resid = -e / s  # ∂ll/∂z_c = 1[c = y] − q_c
         resid[:, np.arange(n), codes] += 1.0
-        a = log_w + ll
-        lp = logsumexp(a, axis=0)
-        r = np.exp(a - lp[None, :]) * pw[None, :]
+        lp, r = _log_normalise(log_w + ll)
+        r *= pw[None, :]
         nll -= np.dot(pw, lp)
         grad[:C] -= np.einsum("sn,snc->c", r, resid * F)
         grad[C:] -= np.einsum("sn,snc->c", r, resid)

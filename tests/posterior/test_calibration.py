@@ -234,6 +234,29 @@ def test_log_proba_draws_finite_and_normalised_at_extremes():
     np.testing.assert_allclose(lpm, log_softmax(2.0 * G, axis=-1), rtol=1e-14)
 
 
+def test_objective_helpers_equal_scipy_over_the_whole_range():
+    """The objective's log σ, σ(−x) and per-point normalisation give SciPy's log_expit, expit
+    and logsumexp, from 0 to beyond where exp under- and overflows."""
+    from scipy.special import log_expit
+
+    from bayesmkl.posterior.calibration import _log_normalise, _log_sigmoid
+
+    x = np.r_[0.0, np.geomspace(1e-12, 1e6, 200)]
+    x = np.r_[-x[::-1], x]
+    log_p, q = _log_sigmoid(x)
+    np.testing.assert_allclose(log_p, log_expit(x), rtol=1e-14, atol=1e-300)
+    np.testing.assert_allclose(q, expit(-x), rtol=1e-14, atol=1e-300)
+    assert np.all(np.isfinite(log_p)) and np.all((q >= 0) & (q <= 1))
+    a = np.random.default_rng(2).normal(scale=300.0, size=(50, 7))
+    a[:, 3] = -np.inf  # a point whose every draw has probability 0
+    with np.errstate(divide="ignore", invalid="ignore"):  # the −inf point: log 0, 0 / 0
+        lp, r = _log_normalise(a.copy())
+    np.testing.assert_allclose(lp, logsumexp(a, axis=0), rtol=1e-14)
+    keep = np.isfinite(lp)
+    np.testing.assert_allclose(r[:, keep], np.exp(a - logsumexp(a, axis=0))[:, keep], atol=1e-15)
+    np.testing.assert_allclose(r[:, keep].sum(axis=0), 1.0, rtol=1e-14)
+
+
 def test_log_predictive():
     rng = np.random.default_rng(4)
     lp = np.log(rng.dirichlet(np.ones(3), size=(7, 5)))  # (S, M, K)
@@ -331,6 +354,82 @@ def test_psis_fallbacks(S):
     log_w, khat = psis_log_weights(np.zeros((100, 2)))  # constant factor: posterior = LOO
     np.testing.assert_allclose(log_w, -np.log(100.0))
     np.testing.assert_array_equal(khat, 0.0)
+
+
+def _psis_one_point_at_a_time(log_lik, r_eff):
+    """ArviZ's PSIS called once per point, with psis_log_weights' fallbacks; where ArviZ's
+    Pareto fit overflows (:func:`test_psis_where_arviz_overflows`), plain ratios and k̂ = inf."""
+    from arviz_stats.base import array_stats
+
+    S, N = log_lik.shape
+    lw, khat = np.empty((S, N)), np.empty(N)
+    for i in range(N):
+        col = log_lik[:, i]
+        if S >= 25:
+            if np.ptp(col) <= 1e-12 * max(1.0, np.max(np.abs(col))):
+                lw[:, i], khat[i] = -np.log(S), 0.0
+                continue
+            try:
+                with np.errstate(all="ignore"):
+                    lw[:, i], khat[i] = array_stats.psislw(col, r_eff=float(r_eff[i]), axis=-1)
+                if np.all(np.isnan(lw[:, i])):
+                    lw[:, i], khat[i] = -col - logsumexp(-col), np.inf
+                continue
+            except ValueError:
+                pass
+        lw[:, i], khat[i] = -col - logsumexp(-col), np.nan
+    return lw, khat
+
+
+def test_psis_where_arviz_overflows():
+    """Exceedances whose first quartile is subnormal overflow ArviZ's Pareto fit: it returns
+    k̂ ≈ 0.03 with every weight NaN. Here the point gets k̂ = inf (unreliable, counted above
+    0.7) and its plain ratios."""
+    from arviz_stats.base import array_stats
+
+    S = 3000
+    tail = int(np.floor(3 * np.sqrt(S)))
+    rng = np.random.default_rng(0)
+    log_ratio = np.r_[-1000.0 - rng.uniform(size=S - tail), np.linspace(-740, -720, 60),
+                      np.linspace(-5, 0, tail - 60)]  # fmt: skip
+    log_lik = -rng.permutation(log_ratio)[:, None]
+    with np.errstate(all="ignore"):
+        arviz_w, arviz_k = array_stats.psislw(log_lik[:, 0], r_eff=1.0, axis=-1)
+    assert np.all(np.isnan(arviz_w)) and arviz_k < 0.7  # what it guards against
+    log_w, khat = psis_log_weights(log_lik)
+    assert khat[0] == np.inf
+    np.testing.assert_allclose(log_w, -log_lik - logsumexp(-log_lik), atol=1e-12)
+
+
+@pytest.mark.parametrize("S", [30, 200, 1000, 3000])
+@pytest.mark.parametrize("r_eff", ["one", "varied"])
+def test_psis_equals_arviz_point_by_point(monkeypatch, S, r_eff):
+    """All points at once give ArviZ's weights and k̂, point by point, to rounding: heavy and
+    light tails, a constant factor, ties, a tail of equal values, a point far from a Pareto
+    tail, tails of several lengths (r_eff), and blocks of points (PSIS_BLOCK_ENTRIES small)."""
+    import bayesmkl.posterior.loo as loo
+
+    rng = np.random.default_rng(S)
+    N = 40
+    ll = rng.standard_t(3, size=(S, N)) * rng.uniform(0.1, 3.0, size=N)
+    ll[:, 0] = 1.5  # constant: uniform weights, k̂ = 0
+    ll[:, 1] = np.round(ll[:, 1])  # ties
+    ll[:, 2] = np.r_[np.zeros(S - 3), -1.0, -2.0, -3.0]  # tail of equal ratios: plain weights
+    ll[: S // 2, 3] = 0.0  # half the ratios equal
+    ll[:, 4] = -30.0 * np.abs(ll[:, 4])  # very heavy tail: large k̂
+    ll[:, 5] = -(rng.exponential(size=S) ** 3)
+    r = np.ones(N) if r_eff == "one" else rng.uniform(0.05, 3.0, size=N)
+    want_w, want_k = _psis_one_point_at_a_time(ll, r)
+    monkeypatch.setattr(loo, "PSIS_BLOCK_ENTRIES", 7 * S)  # a few points per block
+    got_w, got_k = psis_log_weights(ll, r)
+    np.testing.assert_array_equal(np.isnan(got_k), np.isnan(want_k))
+    np.testing.assert_allclose(got_k, want_k, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(got_w, want_w, rtol=1e-12, atol=1e-12)
+    assert np.isnan(got_k[2]) and got_k[0] == 0.0
+    # the check has power: the smoothed tails differ from the plain ratios
+    plain = -ll - logsumexp(-ll, axis=0)
+    smoothed = np.isfinite(want_k)
+    assert np.max(np.abs(want_w - plain)[:, smoothed]) > 1e-3
 
 
 # --------------------------------------------------------------------------------------------
