@@ -360,6 +360,11 @@ def fit_calibrator(
     t_max = 2.0 + 2.0 * float(np.sqrt(1.0 + 2.0 * gamma0))
     bounds = [(1e-6, t_max), (-20.0, 20.0) if single and fit_intercept else (0.0, 0.0)]
     identity = float(_nll_and_grad(np.array([1.0, 0.0]), blocks, single, n_total)[0])
+    if not np.isfinite(identity):  # NaN or infinite draws or weights: no map can be fitted
+        raise ValueError(
+            "fit_calibrator: the held-out log-loss is not finite at T = 1; the decision draws "
+            "or the log weights hold NaN or infinite values"
+        )
     best = None
     for t0 in (1.0, 0.1 * t_max):  # two starts: the loss is not convex in T for averaged draws
         res = minimize(

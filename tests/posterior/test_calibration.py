@@ -257,6 +257,22 @@ def test_objective_helpers_equal_scipy_over_the_whole_range():
     np.testing.assert_allclose(r[:, keep].sum(axis=0), 1.0, rtol=1e-14)
 
 
+@pytest.mark.parametrize("where", ["draws", "weights"])
+def test_non_finite_inputs_are_refused_not_mapped_to_the_identity(where):
+    """A NaN decision draw or log weight made every objective value NaN, and the map fell
+    back to T = 1 without a word."""
+    rng = np.random.default_rng(4)
+    F = rng.normal(scale=3.0, size=(60, 20, 1))
+    codes = (F.mean(axis=0)[:, 0] > 0).astype(int)
+    lw = np.full((60, 20), -np.log(60))
+    if where == "draws":
+        F[3, 5, 0] = np.nan
+    else:
+        lw[:, 5] = np.nan
+    with pytest.raises(ValueError, match="not finite at T = 1"):
+        fit_calibrator([F], [codes], gamma0=100.0, log_weights=[lw])
+
+
 def test_log_predictive():
     rng = np.random.default_rng(4)
     lp = np.log(rng.dirichlet(np.ones(3), size=(7, 5)))  # (S, M, K)
