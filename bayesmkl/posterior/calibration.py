@@ -250,23 +250,21 @@ def _nll_and_grad(theta, blocks, single, n_total):
     nll = 0.0
     grad = np.zeros(2)
     for F, codes, log_w, pw in blocks:
-        n = F.shape[1]
-        if single:
-            f = F[..., 0]  # (S, n)
-            sign = np.where(codes == 1, 1.0, -1.0)[None, :]
-            ll, q = _log_sigmoid(sign * (T * f + beta))  # log p(y_i | draw s), 1 − p
-            dl_du = sign * q
-            dl_dT, dl_db = dl_du * f, dl_du
-        else:
-            ls, e, s = _log_softmax(T * F)  # (S, n, K)
-            ll = ls[:, np.arange(n), codes]
-            dl_dT = F[:, np.arange(n), codes] - np.sum(e * F, axis=-1) / s[..., 0]
-            dl_db = np.zeros_like(ll)
+        if not single:  # one temperature for every class: z_c = T·f_c
+            C = F.shape[-1]
+            loss, g_T, _ = _softmax_block(F, codes, log_w, pw, np.full(C, T), np.zeros(C))
+            nll -= loss
+            grad[0] -= np.sum(g_T)
+            continue
+        f = F[..., 0]  # (S, n)
+        sign = np.where(codes == 1, 1.0, -1.0)[None, :]
+        ll, q = _log_sigmoid(sign * (T * f + beta))  # log p(y_i | draw s), 1 − p
+        dl_du = sign * q
         lp, r = _log_normalise(log_w + ll)  # (n,), responsibilities over the draws
         r *= pw[None, :]
         nll -= np.dot(pw, lp)
-        grad[0] -= np.sum(r * dl_dT)
-        grad[1] -= np.sum(r * dl_db)
+        grad[0] -= np.sum(r * (dl_du * f))
+        grad[1] -= np.sum(r * dl_du)
     return nll / n_total, grad / n_total
 
 
@@ -277,17 +275,42 @@ def _nll_and_grad_per_class(theta, blocks, n_total):
     nll = 0.0
     grad = np.zeros(2 * C)
     for F, codes, log_w, pw in blocks:
-        n = F.shape[1]
-        ls, e, s = _log_softmax(T * F + beta)  # (S, n, C)
-        ll = ls[:, np.arange(n), codes]
-        resid = -e / s  # ∂ll/∂z_c = 1[c = y] − q_c
-        resid[:, np.arange(n), codes] += 1.0
-        lp, r = _log_normalise(log_w + ll)
-        r *= pw[None, :]
-        nll -= np.dot(pw, lp)
-        grad[:C] -= np.einsum("sn,snc->c", r, resid * F)
-        grad[C:] -= np.einsum("sn,snc->c", r, resid)
+        loss, g_T, g_beta = _softmax_block(F, codes, log_w, pw, T, beta)
+        nll -= loss
+        grad[:C] -= g_T
+        grad[C:] -= g_beta
     return nll / n_total, np.r_[grad[:C], grad[C + 1 :]] / n_total
+
+
+def _softmax_block(F, codes, log_w, pw, T, beta):
+    """One block's share of the multiclass objectives: ``(Σ_i pw_i lp_i, g_T (C,), g_β (C,))``
+    for the logits z_c = T_c f_c + β_c, with lp_i the point's log predictive (weighted over
+    the draws by ``log_w``) and g the gradient of Σ_i pw_i lp_i.
+
+    The class axis is put first (each class an (S, n) plane), so that the softmax's maximum and
+    sum over the classes are sums of planes, not reductions over a short last axis. With
+    r the responsibilities of the draws and q_c the softmax, ∂/∂T_c = Σ r (1[c = y] − q_c) f_c
+    and ∂/∂β_c = Σ r (1[c = y] − q_c).
+    """
+    S, n, C = F.shape
+    points = np.arange(n)
+    z = np.empty((C, S, n))
+    np.multiply(np.asarray(T, dtype=float)[:, None, None], np.moveaxis(F, -1, 0), out=z)
+    z += np.asarray(beta, dtype=float)[:, None, None]
+    m = np.max(z, axis=0)
+    z -= np.where(np.isfinite(m), m, 0.0)
+    ll = z[codes, :, points].T  # (S, n): each point's own class, shifted
+    np.exp(z, out=z)
+    total = np.sum(z, axis=0)
+    ll -= np.log(total)
+    lp, r = _log_normalise(log_w + ll)
+    r *= pw[None, :]
+    z *= r / total  # r·q_c
+    own_T = np.bincount(codes, weights=np.sum(r * F[:, points, codes], axis=0), minlength=C)
+    own_beta = np.bincount(codes, weights=np.sum(r, axis=0), minlength=C)
+    g_T = own_T - np.einsum("csn,snc->c", z, F)
+    g_beta = own_beta - np.sum(z, axis=(1, 2))
+    return np.dot(pw, lp), g_T, g_beta
 
 
 def fit_calibrator(
