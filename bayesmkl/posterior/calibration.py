@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import logsumexp
+from scipy.special import log_softmax, logsumexp
 
 __all__ = [
     "Calibrator",
@@ -143,7 +143,7 @@ def log_proba_draws(F, temperature: float, intercept: float = 0.0) -> np.ndarray
     ndarray (S, M, K)
         ``log_softmax`` of the logits (finite; no log of 0).
     """
-    return _log_softmax(_logits(F, temperature, intercept))[0]
+    return log_softmax(_logits(F, temperature, intercept), axis=-1)
 
 
 def log_predictive(log_p_draws, axis: int = 0) -> np.ndarray:
@@ -153,24 +153,10 @@ def log_predictive(log_p_draws, axis: int = 0) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------------------
-# log-softmax, log-sigmoid and log-sum-exp with their exponentials kept
+# log-sigmoid and log-sum-exp with their exponentials kept
 # ----------------------------------------------------------------------------------------
-# SciPy's log_softmax, log_expit and logsumexp compute exponentials that the objective's
-# gradient then computes again, and run slower than NumPy's own passes over the same values.
-
-
-def _log_softmax(z, axis=-1):
-    """``(log_softmax(z), exp(z − m), Σ exp(z − m))`` along ``axis`` (m the largest entry,
-    0 where it is not finite, as SciPy shifts), from one pass of exponentials: the softmax is
-    the second divided by the third."""
-    z = np.asarray(z, dtype=float)
-    m = np.max(z, axis=axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    shifted = z - m
-    e = np.exp(shifted)
-    s = np.sum(e, axis=axis, keepdims=True)
-    shifted -= np.log(s)
-    return shifted, e, s
+# SciPy's log_expit and logsumexp compute exponentials that the objective's gradient then
+# computes again, and run slower than NumPy's own passes over the same values.
 
 
 def _log_sigmoid(x):
