@@ -162,10 +162,16 @@ def log_predictive(log_p_draws, axis: int = 0) -> np.ndarray:
 def _log_sigmoid(x):
     """``(log σ(x), σ(−x))`` from one exponential t = exp(−|x|): log σ(x) = min(x, 0) −
     log1p(t); σ(−x) = t / (1 + t) for x ≥ 0, 1 / (1 + t) below (both finite for finite x)."""
-    t = np.exp(-np.abs(x))
-    log_p = np.minimum(x, 0.0) - np.log1p(t)
-    q = np.where(x >= 0, t, 1.0)
-    q /= 1.0 + t
+    t = np.abs(x)
+    np.negative(t, out=t)
+    np.exp(t, out=t)
+    log_p = np.minimum(x, 0.0)
+    q = np.log1p(t)
+    log_p -= q
+    np.copyto(q, t)
+    q[x < 0] = 1.0
+    t += 1.0
+    q /= t
     return log_p, q
 
 
