@@ -14,6 +14,7 @@ from scipy.special import expit, log_softmax, logsumexp, softmax
 from scipy.stats import norm
 from sklearn.base import BaseEstimator
 
+import bayesmkl.posterior.calibration as calibration
 from bayesmkl import BM3KLClassifier
 from bayesmkl.datasets import load_demo
 from bayesmkl.posterior.calibration import (
@@ -33,9 +34,14 @@ from bayesmkl.posterior.predictive import draw_probabilities
 # --------------------------------------------------------------------------------------------
 
 
-def _blocks(F, codes, log_w=None, pw=None):
+def _raw_blocks(F, codes, log_w=None, pw=None):
     lw = np.full(F.shape[:2], -np.log(F.shape[0])) if log_w is None else log_w
     return [(F, codes, lw, np.ones(F.shape[1]) if pw is None else pw)]
+
+
+def _blocks(F, codes, log_w=None, pw=None):
+    """The objectives' input: one block of all points, on the device."""
+    return calibration._on_device(_raw_blocks(F, codes, log_w, pw))
 
 
 def _standard_errors(F, codes, theta, single):
@@ -239,18 +245,20 @@ def test_objective_helpers_equal_scipy_over_the_whole_range():
     and logsumexp, from 0 to beyond where exp under- and overflows."""
     from scipy.special import log_expit
 
+    from bayesmkl.config import x64_scope
     from bayesmkl.posterior.calibration import _log_normalise, _log_sigmoid
 
     x = np.r_[0.0, np.geomspace(1e-12, 1e6, 200)]
     x = np.r_[-x[::-1], x]
-    log_p, q = _log_sigmoid(x)
+    with x64_scope():
+        log_p, q = map(np.asarray, _log_sigmoid(x))
     np.testing.assert_allclose(log_p, log_expit(x), rtol=1e-14, atol=1e-300)
     np.testing.assert_allclose(q, expit(-x), rtol=1e-14, atol=1e-300)
     assert np.all(np.isfinite(log_p)) and np.all((q >= 0) & (q <= 1))
     a = np.random.default_rng(2).normal(scale=300.0, size=(50, 7))
     a[:, 3] = -np.inf  # a point whose every draw has probability 0
-    with np.errstate(divide="ignore", invalid="ignore"):  # the −inf point: log 0, 0 / 0
-        lp, r = _log_normalise(a.copy())
+    with x64_scope():
+        lp, r = map(np.asarray, _log_normalise(a))
     np.testing.assert_allclose(lp, logsumexp(a, axis=0), rtol=1e-14)
     keep = np.isfinite(lp)
     np.testing.assert_allclose(r[:, keep], np.exp(a - logsumexp(a, axis=0))[:, keep], atol=1e-15)
@@ -781,7 +789,6 @@ def test_calibration_parameter_is_validated():
 def test_large_blocks_are_cut_into_blocks_of_points(monkeypatch, C):
     """With BLOCK_ENTRIES small the map's objective reads the points in blocks (views): the
     same fitted map as in one block, to rounding; the blocks cover every point once."""
-    import bayesmkl.posterior.calibration as calibration
 
     rng = np.random.default_rng(5)
     S, n = 12, 300
@@ -791,7 +798,7 @@ def test_large_blocks_are_cut_into_blocks_of_points(monkeypatch, C):
     lw -= logsumexp(lw, axis=0, keepdims=True)
     whole = fit_calibrator([F], [codes], gamma0=100.0, log_weights=[lw], per_class=C > 1)
     monkeypatch.setattr(calibration, "BLOCK_ENTRIES", 7 * S * C)
-    cut = calibration._point_blocks(_blocks(F, codes, lw))
+    cut = calibration._point_blocks(_raw_blocks(F, codes, lw))
     assert len(cut) == int(np.ceil(n / 7))
     assert np.array_equal(np.concatenate([b[0] for b in cut], axis=1), F)
     assert np.array_equal(np.concatenate([b[1] for b in cut]), codes)
@@ -846,7 +853,6 @@ def test_loo_calibration_in_blocks_of_points(monkeypatch, C):
     """loo_calibration's LOO predictive computed a block of points at a time equals that of
     one block, bit for bit (every step is point by point), and so do the map's normalised log
     weights (each point's own column)."""
-    import bayesmkl.posterior.calibration as calibration
     import bayesmkl.posterior.classification as classification
 
     rng = np.random.default_rng(8)
