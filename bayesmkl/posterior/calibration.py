@@ -225,9 +225,10 @@ def _softmax_block(T, beta, F, codes, log_w, pw):
 # ----------------------------------------------------------------------------------------
 
 
-#: Most decision values ``S·n·C`` of one block that :func:`_nll_and_grad` reads at once: each
-#: of its temporaries is as large (at S = 2,000 draws of N = 13,314 points, 213 MB each, about
-#: eight at once). Larger blocks are cut into blocks of points (views, no copies).
+#: Most decision values ``S·n·C`` of one block that :func:`_nll_and_grad` reads at once: its
+#: compiled pass holds temporaries as large (at S = 2,000 draws of N = 13,314 points, in one
+#: block, 213 MB each). Larger blocks are cut into blocks of points, which :func:`_on_device`
+#: copies once (together as large as the decision draws).
 BLOCK_ENTRIES = 2**22
 
 

@@ -32,6 +32,11 @@ KHAT_SHARE_WARN = 0.3
 MIN_PSIS_DRAWS = 25
 
 
+#: Most values (points × (draws + candidates × tail draws): the rows and the Pareto fit's grid)
+#: that :func:`psis_log_weights` smooths at once.
+PSIS_BLOCK_ENTRIES = 2**22
+
+
 def psis_log_weights(log_lik, r_eff=1.0):
     """Pareto-smoothed leave-one-out log weights from per-draw log-likelihood factors.
 
@@ -73,9 +78,9 @@ def psis_log_weights(log_lik, r_eff=1.0):
         # ArviZ's tail length (tail="right"): 3√(S / r_eff) draws, S / 5 for short runs
         tails = np.floor(np.where(S * r_eff > 225, 3.0 * np.sqrt(S / r_eff), S / 5.0))
         for tail in np.unique(tails[~constant]):
-            cols = np.flatnonzero(~constant & (tails == tail))
-            if tail < 5:
+            if tail < 5:  # too short to fit: plain ratios
                 continue
+            cols = np.flatnonzero(~constant & (tails == tail))
             grid = 30 + int(tail**0.5)  # the Pareto fit's candidates per point
             step = max(1, PSIS_BLOCK_ENTRIES // (S + grid * int(tail)))
             for lo in range(0, cols.size, step):
@@ -87,11 +92,6 @@ def psis_log_weights(log_lik, r_eff=1.0):
         col = log_lik[:, i]
         lw[:, i], khat[i] = -col - logsumexp(-col), np.nan
     return lw, khat
-
-
-#: Most values (points × (draws + candidates × tail draws): the rows and the Pareto fit's grid)
-#: that :func:`psis_log_weights` smooths at once.
-PSIS_BLOCK_ENTRIES = 2**22
 
 
 def _psis_rows(log_ratios, tail: int):
