@@ -175,23 +175,21 @@ def chain_groups_for(num_chains: int, groups="auto", kernel_entries: int | None 
     return max(g for g in range(1, num_chains + 1) if num_chains % g == 0 and g <= cores)
 
 
-def blas_limit(groups: int):
-    """A context in which the BLAS libraries (NumPy's and SciPy's OpenBLAS: jaxlib's CPU
-    Cholesky and triangular solves call SciPy's) run at most ``usable cores // groups`` threads
-    each, for ``groups`` chain groups running at once; a no-op where they already run no more
-    (a lower setting, such as ``OPENBLAS_NUM_THREADS=1``, is never raised).
+def blas_limit():
+    """A context in which the BLAS libraries (NumPy's and SciPy's OpenBLAS; jaxlib's CPU
+    Cholesky and triangular solves call SciPy's) run one thread each while chains sample; a
+    no-op where they already do (``OPENBLAS_NUM_THREADS=1``).
 
-    With one BLAS thread per core and one chain group per core, the groups' factorisations
-    spawned BLAS threads that waited for cores the other group held: a default fit on breast
-    cancer sampled 700 sweeps in 61 s on two cores against 25 s with one BLAS thread.
+    The sweep's factorisations are small and many (33 × 33 in each leapfrog step, N × N once a
+    sweep), so BLAS threads gain nothing there, and by default OpenBLAS starts one per core: on
+    two cores, a default breast-cancer fit (700 fixed sweeps, warm compilation cache) sampled
+    in 61.4 s with two chain groups and 48.6 s with one, against 25.4 s and 32.2 s with one
+    BLAS thread; one chain, 11.7 s against 7.4 s.
     """
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    most = max(1, _usable_cores() // max(int(groups), 1))
     now = max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), default=1)
-    if most >= now:
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=most, user_api="blas")
+    return contextlib.nullcontext() if now <= 1 else threadpool_limits(limits=1, user_api="blas")
 
 
 @partial(jax.jit, static_argnums=1)
@@ -291,14 +289,15 @@ class ChainRunner:
         (the draws as NumPy arrays)."""
         g = self.chain_groups
         if g == 1:
-            return fn(state, *args)
+            with blas_limit():
+                return jax.block_until_ready(fn(state, *args))
         x64 = x64_enabled()  # a thread-local setting: the workers take the caller's
 
         def work(part):
             with jax.enable_x64(x64):
                 return jax.block_until_ready(fn(part, *args))
 
-        with blas_limit(g), ThreadPoolExecutor(max_workers=g) as pool:
+        with blas_limit(), ThreadPoolExecutor(max_workers=g) as pool:
             outs = list(pool.map(work, _split(state, g)))
         draws = jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *(o[1] for o in outs))
         return _join(tuple(o[0] for o in outs)), draws

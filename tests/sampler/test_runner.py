@@ -178,15 +178,15 @@ def _blas_threads() -> int:
     return max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
 
 
-def test_chain_groups_run_with_one_blas_thread_per_core(monkeypatch):
-    """While two chain groups run on two cores, the BLAS libraries (jaxlib's CPU Cholesky and
-    triangular solves call SciPy's OpenBLAS) run one thread each, then get their setting back;
-    a setting already at or below the cores' share is left alone (never raised)."""
+@pytest.mark.parametrize("groups", [1, 2])
+def test_chains_sample_with_one_blas_thread(monkeypatch, groups):
+    """While chains sample (one program, or two chain groups in threads), the BLAS libraries
+    (jaxlib's CPU Cholesky and triangular solves call SciPy's OpenBLAS) run one thread each,
+    then get their setting back."""
     from threadpoolctl import threadpool_limits
 
-    monkeypatch.setattr(runner, "_usable_cores", lambda: 2)
     K, delta = _problem()
-    run = ChainRunner(BM3KL(), num_chains=4, num_samples=2, chain_groups=2)
+    run = ChainRunner(BM3KL(), num_chains=4, num_samples=2, chain_groups=groups)
     seen = []
     real_fn = runner._chunk_fn
 
@@ -202,11 +202,5 @@ def test_chain_groups_run_with_one_blas_thread_per_core(monkeypatch):
     monkeypatch.setattr(runner, "_chunk_fn", spy)
     with threadpool_limits(limits=2, user_api="blas"):  # one thread per core, as by default
         run.run(jax.random.key(0), K, delta)
-        assert seen == [1, 1]  # both groups' threads
-        assert _blas_threads() == 2
-    with threadpool_limits(limits=1, user_api="blas"):
-        with runner.blas_limit(1):  # one group may use both cores: 1 is not raised to 2
-            assert _blas_threads() == 1
-    monkeypatch.setattr(runner, "_usable_cores", lambda: 8)
-    with threadpool_limits(limits=8, user_api="blas"), runner.blas_limit(4):
+        assert seen == [1] * groups
         assert _blas_threads() == 2
