@@ -58,7 +58,7 @@ from bayesmkl.posterior.checks import PACKAGE_DIR, check_draws, warn_far_rows
 from bayesmkl.posterior.predictive import DECISION_BATCH, flat_draws
 from bayesmkl.sampler.chains import resolve_chain_method
 from bayesmkl.sampler.runlength import sample_until_converged
-from bayesmkl.sampler.runner import ChainRunner, hold_programs_for
+from bayesmkl.sampler.runner import ChainRunner, blas_limit, hold_programs_for
 
 __all__ = ["BM3KLBase", "SampledRun", "in_block", "join_blocks"]
 
@@ -212,15 +212,16 @@ class BM3KLBase(BaseEstimator):
             mcmc.post_warmup_state = prev.mcmc_state()
             key = mcmc.post_warmup_state.rng_key
             earlier = _resume.earlier_run(self)
-        draws, extra, report = sample_until_converged(
-            mcmc, key, data, monitor, num_warmup=warmup, extra_fields=EXTRA_FIELDS,
-            rhat_target=float(self.rhat_target), ess_target=float(self.ess_target),
-            max_samples=budget, deadline=self._deadline(started), resume=earlier,
-            check_every=AUTO_CHUNK,
-            fixed=not auto,
-            max_kept=AUTO_MAX_KEPT if auto else 2**62,  # a fixed length keeps every draw, as asked
-            progress=bool(self.progress_bar) and isinstance(chain_method, str),
-        )  # fmt: skip
+        with blas_limit():  # NumPyro's chain methods too (ChainRunner limits its own chunks)
+            draws, extra, report = sample_until_converged(
+                mcmc, key, data, monitor, num_warmup=warmup, extra_fields=EXTRA_FIELDS,
+                rhat_target=float(self.rhat_target), ess_target=float(self.ess_target),
+                max_samples=budget, deadline=self._deadline(started), resume=earlier,
+                check_every=AUTO_CHUNK,
+                fixed=not auto,
+                max_kept=AUTO_MAX_KEPT if auto else 2**62,  # a fixed length keeps every draw
+                progress=bool(self.progress_bar) and isinstance(chain_method, str),
+            )  # fmt: skip
         return SampledRun(draws, extra, report, mcmc.last_state, seed, monitor.points)
 
     def _finish(self, run: SampledRun, **fitted) -> None:

@@ -103,3 +103,32 @@ def test_chain_method_resolution():
     assert isinstance(par, DeviceChains) and len(par.devices) == 2
     with pytest.raises(ValueError, match="at least one device"):
         DeviceChains([])
+
+
+def test_numpyros_chain_methods_sample_with_one_blas_thread(monkeypatch):
+    """``chain_method="sequential"`` (NumPyro's MCMC, not the chunk runner) also samples with
+    one BLAS thread, and the setting comes back after the fit."""
+    import numpyro.infer.mcmc as mcmc_module
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from bayesmkl import BM3KLClassifier
+
+    def blas_threads():
+        return max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+
+    seen = []
+    real_run = mcmc_module.MCMC.run
+
+    def run(self, *args, **kwargs):
+        seen.append(blas_threads())
+        return real_run(self, *args, **kwargs)
+
+    monkeypatch.setattr(mcmc_module.MCMC, "run", run)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3))
+    y = (X[:, 0] > 0).astype(int)
+    with threadpool_limits(limits=2, user_api="blas"):
+        BM3KLClassifier(num_samples=4, num_warmup=4, num_chains=2, chain_method="sequential",
+                        calibration=None, progress_bar=False, random_state=0).fit(X, y)  # fmt: skip
+        assert seen and set(seen) == {1}
+        assert blas_threads() == 2
