@@ -181,10 +181,9 @@ def blas_limit():
     no-op where they already do (``OPENBLAS_NUM_THREADS=1``).
 
     The sweep's factorisations are small and many (33 × 33 in each leapfrog step, N × N once a
-    sweep), so BLAS threads gain nothing there, and by default OpenBLAS starts one per core: on
-    two cores, a default breast-cancer fit (700 fixed sweeps, warm compilation cache) sampled
-    in 61.4 s with two chain groups and 48.6 s with one, against 25.4 s and 32.2 s with one
-    BLAS thread; one chain, 11.7 s against 7.4 s.
+    sweep), so BLAS threads gain nothing there; OpenBLAS starts one per core by default, and
+    they then wait for the cores that the chain groups hold (docs/benchmarks.md, "Speed and
+    scaling": about half the sampling time on two cores).
     """
     from threadpoolctl import threadpool_info, threadpool_limits
 
