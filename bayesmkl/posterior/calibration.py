@@ -160,8 +160,8 @@ def log_predictive(log_p_draws, axis: int = 0) -> np.ndarray:
 # the objective's terms, compiled
 # ----------------------------------------------------------------------------------------
 # The objective reads every (draw, point) value about 20 times per fit (L-BFGS-B's evaluations,
-# two starts). One compiled pass per block fuses the exponentials, the logarithms and the sums
-# that NumPy ran as a dozen passes over arrays of the block's size.
+# two starts): each evaluation is one compiled pass per block, the exponentials, logarithms and
+# sums fused.
 
 
 def _log_sigmoid(x):
