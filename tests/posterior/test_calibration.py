@@ -438,10 +438,11 @@ def test_psis_equals_arviz_point_by_point(monkeypatch, S, r_eff):
     ll = rng.standard_t(3, size=(S, N)) * rng.uniform(0.1, 3.0, size=N)
     ll[:, 0] = 1.5  # constant: uniform weights, k̂ = 0
     ll[:, 1] = np.round(ll[:, 1])  # ties
-    ll[:, 2] = np.r_[np.zeros(S - 3), -1.0, -2.0, -3.0]  # tail of equal ratios: plain weights
+    ll[:, 2] = np.r_[np.zeros(S - 3), -1.0, -2.0, -3.0]  # far from Pareto: k̂ = nan, unsmoothed
     ll[: S // 2, 3] = 0.0  # half the ratios equal
     ll[:, 4] = -30.0 * np.abs(ll[:, 4])  # very heavy tail: large k̂
     ll[:, 5] = -(rng.exponential(size=S) ** 3)
+    ll[: S // 4, 6] = -10.0  # the largest ratios all equal (a tail is at most S / 5): plain
     r = np.ones(N) if r_eff == "one" else rng.uniform(0.05, 3.0, size=N)
     want_w, want_k = _psis_one_point_at_a_time(ll, r)
     monkeypatch.setattr(loo, "PSIS_BLOCK_ENTRIES", 7 * S)  # a few points per block
@@ -449,7 +450,8 @@ def test_psis_equals_arviz_point_by_point(monkeypatch, S, r_eff):
     np.testing.assert_array_equal(np.isnan(got_k), np.isnan(want_k))
     np.testing.assert_allclose(got_k, want_k, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(got_w, want_w, rtol=1e-12, atol=1e-12)
-    assert np.isnan(got_k[2]) and got_k[0] == 0.0
+    assert np.isnan(got_k[2]) and got_k[0] == 0.0 and np.isnan(got_k[6])
+    np.testing.assert_allclose(got_w[:, 6], -ll[:, 6] - logsumexp(-ll[:, 6]), atol=1e-12)
     # the check has power: the smoothed tails differ from the plain ratios
     plain = -ll - logsumexp(-ll, axis=0)
     smoothed = np.isfinite(want_k)
