@@ -88,9 +88,9 @@ def psis_log_weights(log_lik, r_eff=1.0):
                 rows, k, ok = _psis_rows(-log_lik[:, c].T, int(tail))
                 lw[:, c[ok]], khat[c[ok]] = rows[ok].T, k[ok]
                 plain[c[ok]] = False
-    for i in np.flatnonzero(plain):
-        col = log_lik[:, i]
-        lw[:, i], khat[i] = -col - logsumexp(-col), np.nan
+    if plain.any():  # khat stays nan
+        neg = -log_lik[:, plain]
+        lw[:, plain] = neg - logsumexp(neg, axis=0)
     return lw, khat
 
 
