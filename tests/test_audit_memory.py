@@ -278,8 +278,9 @@ def test_draw_entries_count_what_a_fit_stores(fitted):
 
 
 def test_draw_entries_of_a_landmark_fit_count_its_landmark_columns():
-    """A landmark fit stores a, ν, ς over its M landmarks and λ over its N points: the estimate
-    counts them so, and its sampler systems are (M + 1)² with N × (M + 1) designs, not N²."""
+    """A landmark fit stores a, ν, ς over its M landmarks and no λ (one value per point): the
+    estimate counts them so, and its sampler systems are (M + 1)² with N × (M + 1) designs, not
+    N²."""
     from sklearn.datasets import load_iris
 
     X, y = load_iris(return_X_y=True)
@@ -289,7 +290,7 @@ def test_draw_entries_of_a_landmark_fit_count_its_landmark_columns():
         warnings.simplefilter("ignore")
         clf.fit(X, y)
     P, C, N, M = len(clf.kernel_names_), clf.posterior_["b"].shape[-1], len(y), 12
-    assert clf.posterior_["a"].shape[-1] == M and clf.posterior_["lam"].shape[-1] == N
+    assert clf.posterior_["a"].shape[-1] == M and "lam" not in clf.posterior_
     stored = sum(int(np.prod(v.shape[2:])) for v in clf.posterior_.values())
     monitored = min(N, MAX_MONITORED_POINTS) * C
     assert clf._draw_entries(P, C, N, M) == stored + len(EXTRA_FIELDS) + monitored

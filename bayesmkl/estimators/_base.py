@@ -212,9 +212,13 @@ class BM3KLBase(BaseEstimator):
             mcmc.post_warmup_state = prev.mcmc_state()
             key = mcmc.post_warmup_state.rng_key
             earlier = _resume.earlier_run(self)
+        # a landmark fit keeps no draws of the N augmentation variables (its other sites have
+        # M columns): NumPyro's "~z.<site>", which ChainRunner reads too
+        dropped = kernel.point_sites if kernel.config.landmarks else ()
+        fields = EXTRA_FIELDS + tuple(f"~z.{site}" for site in dropped)
         with blas_limit():  # NumPyro's chain methods too (ChainRunner limits its own chunks)
             draws, extra, report = sample_until_converged(
-                mcmc, key, data, monitor, num_warmup=warmup, extra_fields=EXTRA_FIELDS,
+                mcmc, key, data, monitor, num_warmup=warmup, extra_fields=fields,
                 rhat_target=float(self.rhat_target), ess_target=float(self.ess_target),
                 max_samples=budget, deadline=self._deadline(started), resume=earlier,
                 check_every=AUTO_CHUNK,

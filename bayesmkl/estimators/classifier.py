@@ -223,7 +223,7 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
     posterior_ : dict of str → ndarray
         Draws with a chain axis: ``w, e: (chains, draws, P)``, ``a, lam, nu, varsigma:
         (chains, draws, C, N)`` (a landmark fit's ``a, nu, varsigma``: ``(chains, draws, C,
-        M)``), ``b: (chains, draws, C)``. C = 1 for two classes with
+        M)``, and no ``lam``), ``b: (chains, draws, C)``. C = 1 for two classes with
         ``binary_mode="single"``, else C = K.
     sample_stats_ : dict of str → ndarray (chains, draws)
         ``acceptance_rate``, ``diverging``, ``potential_energy``, ``step_size``.
@@ -394,12 +394,13 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         return capped_loops(bits)
 
     def _draw_entries(self, P: int, C: int, N: int, M: int | None = None) -> int:
-        """e and w (P each); a, ν, ς (C × M each, M = N but for landmark fits) and λ (C × N);
-        b (C); the extra fields; the monitored decision values (at most
-        ``MAX_MONITORED_POINTS`` points × C)."""
+        """e and w (P each); a, ν, ς (C × M each, M = N but for landmark fits) and λ (C × N;
+        not stored by a landmark fit); b (C); the extra fields; the monitored decision values
+        (at most ``MAX_MONITORED_POINTS`` points × C)."""
         M = N if M is None else M
         monitored = min(N, MAX_MONITORED_POINTS) * C
-        return 2 * P + 3 * C * M + C * N + C + len(EXTRA_FIELDS) + monitored
+        lam = C * N if M == N else 0
+        return 2 * P + 3 * C * M + lam + C + len(EXTRA_FIELDS) + monitored
 
     def _after_fit_entries(self, C: int, N: int) -> int:
         """The decision values (C × N), the (log-)probabilities and their temporaries
@@ -657,10 +658,11 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         -------
         xarray.DataTree
             ``posterior`` (w, e with a ``kernel`` dimension; a, b, lam, nu, varsigma with
-            ``class``/``obs``), ``sample_stats`` (acceptance_rate, diverging, lp,
-            step_size), ``observed_data`` (y), ``log_likelihood`` (y: per draw, the log
-            probability of each training label under the fitted rule, calibrated unless
-            ``calibration=None`` at fit time), so ``arviz.loo`` and ``arviz.compare`` run on it,
+            ``class``/``obs``; a landmark fit stores no lam), ``sample_stats``
+            (acceptance_rate, diverging, lp, step_size), ``observed_data`` (y),
+            ``log_likelihood`` (y: per draw, the log probability of each training label under
+            the fitted rule, calibrated unless ``calibration=None`` at fit time), so
+            ``arviz.loo`` and ``arviz.compare`` run on it,
             and optionally ``posterior_predictive`` (y). ArviZ's PSIS treats the
             ``log_likelihood`` values as the posterior's own likelihood factors; the sampler's
             posterior holds the pseudo-likelihood instead, and the estimate is optimistic (see

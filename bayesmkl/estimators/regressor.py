@@ -154,7 +154,8 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
     posterior_ : dict of str → ndarray
         Draws on the standardised scale, with a chain axis: ``w, e: (chains, draws, P)``,
         ``a, lam_plus, lam_minus, nu, varsigma: (chains, draws, 1, N)``,
-        ``b: (chains, draws, 1)``, ``c, eps: (chains, draws)``.
+        ``b: (chains, draws, 1)``, ``c, eps: (chains, draws)``; a landmark fit's a, ν, ς
+        have M columns and its λ⁺, λ⁻ are not stored.
     sample_stats_ : dict of str → ndarray (chains, draws)
     log_likelihood_ : ndarray (chains, draws, N)
         log p(y_i | f_i, c, ε) of each training target per draw, in the units of ``y``
@@ -348,11 +349,12 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
 
     def _draw_entries(self, P: int, C: int, N: int, M: int | None = None) -> int:
         """e and w (P each); a, ν, ς (C × M each, C = 1; M = N but for landmark fits) and
-        λ⁺, λ⁻ (C × N each); b, c, ε; the extra fields; the monitored function values (at most
-        ``MAX_MONITORED_POINTS``)."""
+        λ⁺, λ⁻ (C × N each; not stored by a landmark fit); b, c, ε; the extra fields; the
+        monitored function values (at most ``MAX_MONITORED_POINTS``)."""
         M = N if M is None else M
         monitored = min(N, MAX_MONITORED_POINTS) * C
-        return 2 * P + 3 * C * M + 2 * C * N + C + 2 + len(EXTRA_FIELDS) + monitored
+        lam = 2 * C * N if M == N else 0
+        return 2 * P + 3 * C * M + lam + C + 2 + len(EXTRA_FIELDS) + monitored
 
     def _after_fit_entries(self, C: int, N: int) -> int:
         """The function values, the log-likelihood and two temporaries of the noise law at the

@@ -273,7 +273,7 @@ def build_datatree(
             if "a" in posterior
             else (posterior["b"].shape[2] if "b" in posterior else 1)
         )
-        # the training points (a landmark fit's a has M columns, its lam N)
+        # the training points (a landmark fit's a has M columns; its lam, if stored, N)
         site = "a" if landmarks is None else "lam"
         N = posterior[site].shape[3] if site in posterior else (len(y) if y is not None else 0)
         coords = {

@@ -58,6 +58,12 @@ class BM3KLKernel(MCMCKernel):
         return self.likelihood.monitored_sites
 
     @property
+    def point_sites(self) -> tuple:
+        """Sites of ``z`` with one value per training point (the augmentation variables);
+        ``extra_fields=("~z.<site>", ...)`` leaves them out of the stored draws."""
+        return self.likelihood.point_sites
+
+    @property
     def model(self):
         """The augmented NumPyro model this kernel samples, ``model(K, targets, ...)``."""
         if self.config.landmarks:

@@ -67,6 +67,7 @@ class Regression:
     keys = ("next", "r", "g", "e", "s", "ab", "noise", "lam", "nu", "vs")
     ab_first = True
     monitored_sites = ("c", "eps")
+    point_sites = ("lam_plus", "lam_minus")
     capped_loops = REG_CAPPED_LOOPS
 
     @property

@@ -109,8 +109,10 @@ def hold_programs_for(shape) -> bool:
     return released
 
 
-def _chunk_fn(likelihood, config, num_warmup: int, length: int, fields: tuple, monitors: bool):
-    key = (likelihood, config, int(num_warmup), int(length), tuple(fields), bool(monitors))
+def _chunk_fn(likelihood, config, num_warmup: int, length: int, fields: tuple, monitors: bool,
+              dropped: tuple = ()):  # fmt: skip
+    key = (likelihood, config, int(num_warmup), int(length), tuple(fields), bool(monitors),
+           tuple(dropped))  # fmt: skip
     fn = _CHUNKS.pop(key, None)
     if fn is None:
         sweep = build_sweep(likelihood, config, num_warmup)
@@ -125,7 +127,8 @@ def _chunk_fn(likelihood, config, num_warmup: int, length: int, fields: tuple, m
                 s = vsweep(s, K, targets, weight, margin)  # s.f: (chains, C, N)
                 # the monitored points, point-major: (chains, n·C), as run_monitor orders them
                 f_mon = jnp.swapaxes(jnp.take(s.f, points, axis=2), 1, 2).reshape(s.f.shape[0], -1)
-                return s, (s.z, tuple(getattr(s, n) for n in fields), f_mon if monitors else ())
+                z = {k: v for k, v in s.z._asdict().items() if k not in dropped} if dropped else s.z
+                return s, (z, tuple(getattr(s, n) for n in fields), f_mon if monitors else ())
 
             return jax.lax.scan(body, state, None, length=length)
 
@@ -253,7 +256,11 @@ class ChainRunner:
 
     def run(self, rng_key, *model_args, extra_fields=()):
         """Run one chunk: from ``post_warmup_state`` (its keys replaced by ``rng_key``) if set,
-        else from :meth:`BM3KLKernel.init` on ``jax.random.split(rng_key, num_chains)``."""
+        else from :meth:`BM3KLKernel.init` on ``jax.random.split(rng_key, num_chains)``.
+
+        ``extra_fields`` are fields of :class:`~bayesmkl.sampler.state.ChainState` to collect
+        besides the draws of ``z``; as in :meth:`numpyro.infer.MCMC.run`, an entry
+        ``"~z.<site>"`` leaves that site out of the draws instead."""
         K, targets, weight, margin = unpack_args(model_args, {})
         nw = int(self.kernel.adapt_sweeps or 0)
         if self.post_warmup_state is None:
@@ -261,18 +268,20 @@ class ChainRunner:
             state = self.kernel.init(keys, nw, None, model_args, {})
         else:
             state = self.post_warmup_state._replace(rng_key=rng_key)
-        fields = tuple(extra_fields)
+        fields = tuple(f for f in extra_fields if not f.startswith("~"))
+        dropped = tuple(f[len("~z.") :] for f in extra_fields if f.startswith("~z."))
         monitors = self.monitor_points is not None
         points = jnp.asarray(self.monitor_points if monitors else [0], dtype=jnp.int32)
         kernel = self.kernel
-        fn = _chunk_fn(kernel.likelihood, kernel.config, nw, self.num_samples, fields, monitors)
+        fn = _chunk_fn(kernel.likelihood, kernel.config, nw, self.num_samples, fields, monitors,
+                       dropped)  # fmt: skip
         self.chain_groups = chain_groups_for(
             self.num_chains, self._groups_asked, int(np.prod(K.shape))
         )
         self.last_state, (z, extra, f_mon) = self._run_groups(
             fn, state, (K, targets, weight, margin, points)
         )
-        draws = {k: _by_chain(v) for k, v in z._asdict().items()}
+        draws = {k: _by_chain(v) for k, v in (z if isinstance(z, dict) else z._asdict()).items()}
         draws["w"] = draws["e"] / draws["e"].sum(axis=-1, keepdims=True)
         self._draws = draws
         self._extra = {f: _by_chain(v) for f, v in zip(fields, extra, strict=True)}

@@ -45,6 +45,7 @@ class Classification:
     keys = ("next", "r", "g", "e", "s", "lam", "ab", "nu", "vs")
     ab_first = False
     monitored_sites = ()
+    point_sites = ("lam",)
     capped_loops = CAPPED_LOOPS
 
     def validate(self, config: SweepConfig) -> None:

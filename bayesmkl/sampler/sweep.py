@@ -24,6 +24,8 @@ A likelihood is a small hashable record (:class:`bayesmkl.sampler.sampler.Classi
 * ``keys``: the names of the PRNG keys a sweep splits from ``State.rng_key``, in split order
   (``"next"`` is the next sweep's key; ``"r", "g", "e", "s"`` the kernel-weight step's;
   ``"ab"``, ``"nu"``, ``"vs"`` the (a, b) and TPBN steps'; the rest the augmentation's);
+* ``point_sites``: the sites of the position with one value per training point (the
+  augmentation variables; a landmark fit need not store their draws);
 * ``ab_first`` (bool), ``init_position(P, C, N)``, ``pseudo_observations(z, targets, weight,
   margin) -> (T, V)``, ``e_conditional(z, Phi, T, V, targets, eta, weight, margin) -> pg``
   (the potential of e given a, b and the augmentation, for moves that are not collapsed),

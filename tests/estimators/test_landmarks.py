@@ -33,7 +33,7 @@ def test_landmark_fit_end_to_end(landmark_fit, tmp_path):
     Xtr = X[:45]
     assert clf.kernel_input_.n_landmarks == 12 and clf.kernel_input_.n_train == 45
     assert clf.posterior_["a"].shape[-1] == 12 and clf.posterior_["nu"].shape[-1] == 12
-    assert clf.posterior_["lam"].shape[-1] == 45
+    assert "lam" not in clf.posterior_  # N values a draw: a landmark fit does not keep them
     idx = clf.landmark_indices_
     assert idx.shape == (12,) and np.unique(idx).size == 12
     np.testing.assert_allclose(clf.landmarks_, Xtr[idx], rtol=0, atol=1e-12)
@@ -43,7 +43,8 @@ def test_landmark_fit_end_to_end(landmark_fit, tmp_path):
     tree = clf.to_datatree(posterior_predictive=True)
     assert tree["posterior"]["a"].dims[-1] == "landmark"
     np.testing.assert_array_equal(tree["posterior"]["landmark"].values, idx)
-    assert tree["posterior"]["lam"].dims[-1] == "obs"
+    assert "lam" not in tree["posterior"] and tree["observed_data"]["y"].dims == ("obs",)
+    assert tree["log_likelihood"]["y"].shape[-1] == 45
     assert tree["posterior_predictive"]["y"].shape[-1] == 45
     path = tmp_path / "landmark.nc"
     clf.save(path)
@@ -218,6 +219,7 @@ def test_landmark_regressor_end_to_end(tmp_path):
     reg = BM3KLRegressor(tiny_pool(), n_landmarks=10, landmark_method="stratified", **TINY_REG)
     reg.fit(X[:40], t[:40])
     assert reg.posterior_["a"].shape[-1] == 10 and reg.landmarks_.shape == (10, 2)
+    assert not {"lam_plus", "lam_minus"} & set(reg.posterior_)
     assert reg.predict(X[40:]).shape == (10,)
     assert reg.to_datatree()["posterior"]["a"].dims[-1] == "landmark"
     path = tmp_path / "reg.nc"
@@ -286,4 +288,16 @@ def test_warm_start_keeps_the_landmarks():
     first = clf.landmark_indices_.copy()
     clf.fit(X, y)
     np.testing.assert_array_equal(clf.landmark_indices_, first)
-    assert clf.posterior_["a"].shape[:2] == (2, 20)
+    assert clf.posterior_["a"].shape[:2] == (2, 20) and "lam" not in clf.posterior_
+
+
+def test_a_landmark_fit_keeps_no_augmentation_draws_on_every_chain_method():
+    """The N augmentation variables are left out of the stored draws whether the chains run
+    vectorised (ChainRunner) or through NumPyro's MCMC (``chain_method="sequential"``)."""
+    X, y = tiny_data(45)
+    params = {**TINY, "num_samples": 8}
+    for method in ("vectorized", "sequential"):
+        clf = BM3KLClassifier(tiny_pool(), n_landmarks=12, chain_method=method, **params)
+        clf.fit(X, y)
+        assert "lam" not in clf.posterior_, method
+        assert clf.posterior_["a"].shape[:2] == (TINY["num_chains"], 8)

@@ -49,6 +49,25 @@ def test_chunks_give_numpyros_vectorized_draws_and_compile_once():
     assert run.get_extra_fields()["diverging"].shape == (3, 5)
 
 
+def test_a_dropped_site_leaves_the_draws_and_omits_only_that_site():
+    """``"~z.lam"`` (NumPyro's convention) leaves λ out of the draws; the chains are the same:
+    every other site and extra field equals the run that keeps λ, bit for bit."""
+    K, delta = _problem()
+    out = {}
+    for fields in (("diverging",), ("diverging", "~z.lam")):
+        run = ChainRunner(BM3KL(adapt_sweeps=3), num_chains=2, num_samples=6)
+        run.run(jax.random.key(2), K, delta, extra_fields=fields)
+        out[fields] = (run.get_samples(), run.get_extra_fields(), run.last_state)
+    (kept, x_kept, last_kept), (dropped, x_dropped, last_dropped) = out.values()
+    assert "lam" in kept and "lam" not in dropped and set(kept) - set(dropped) == {"lam"}
+    for site, v in dropped.items():
+        np.testing.assert_array_equal(v, kept[site], err_msg=site)
+    np.testing.assert_array_equal(x_dropped["diverging"], x_kept["diverging"])
+    assert set(x_dropped) == {"diverging"}
+    # the chains' state still carries λ, so a continuation is unchanged
+    np.testing.assert_array_equal(last_dropped.z.lam, last_kept.z.lam)
+
+
 def test_cache_is_bounded_and_keyed_by_configuration():
     """Chunk functions are built (not compiled: compilation waits for the first call) per key;
     the least recently used beyond CHUNK_CACHE_SIZE are dropped."""
