@@ -274,8 +274,9 @@ class BM3KLBase(BaseEstimator):
         memory estimate of :func:`~bayesmkl.estimators._memory.check_fit_memory`."""
         raise NotImplementedError
 
-    def _after_fit_entries(self, C: int, N: int) -> int:  # pragma: no cover
-        """Values per draw that ``fit`` computes at the training points after the chains."""
+    def _after_fit_entries(self, C: int, N: int, S: int) -> int:  # pragma: no cover
+        """Values that ``fit`` holds at once while it computes, from ``S`` draws, what it keeps
+        at the training points after the chains."""
         raise NotImplementedError
 
     def _unconverged_message(self, report, points) -> str:  # pragma: no cover

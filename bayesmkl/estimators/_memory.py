@@ -90,7 +90,8 @@ def fit_memory(
     ``collapsed`` (the collapsed kernel-weight move's gathered kernel columns of its ``n_active``
     points per problem, :data:`COLLAPSED_COPIES` copies per chain running at once; 0 for the
     moves that do not collapse), ``after`` (what ``fit`` computes from the draws at the
-    training points, ``est._after_fit_entries(C, N)`` per draw), ``need`` (the largest of:
+    training points, ``est._after_fit_entries(C, N, S)`` for the S = chains × kept draws),
+    ``need`` (the largest of:
     during sampling, at the join, after), and the counts they come from."""
     chains = int(est.num_chains)
     kept, peak = _kept_per_chain(est, run_chunk, earlier)
@@ -106,7 +107,7 @@ def fit_memory(
     config = SweepConfig(move=est.sampler)
     s = n_active_for(P, C, N, config.n_active, M) if config.spec.collapsed else 0
     collapsed = 8.0 * COLLAPSED_COPIES * at_once * (P + 1) * C * N * s
-    after = 8.0 * chains * kept * int(est._after_fit_entries(C, N))
+    after = 8.0 * int(est._after_fit_entries(C, N, chains * kept))
     need = max(draws + chunk + systems + collapsed, peak * draws, draws + after)
     return dict(need=need, draws=draws, chunk=chunk, systems=systems, collapsed=collapsed,
                 after=after, kept=kept, peak=peak, per_draw=per_draw, chains=chains,

@@ -402,11 +402,16 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         lam = C * N if M == N else 0
         return 2 * P + 3 * C * M + lam + C + len(EXTRA_FIELDS) + monitored
 
-    def _after_fit_entries(self, C: int, N: int) -> int:
-        """The decision values (C × N), the (log-)probabilities and their temporaries
-        (3 × K × N) and the log-likelihood and LOO weights (2 N) at the training points."""
+    def _after_fit_entries(self, C: int, N: int, S: int) -> int:
+        """Per draw: the decision values of the points held at once (all N, or the
+        calibration map's subset and blocks of as many,
+        :func:`~bayesmkl.posterior.classification.map_points`) and their copy for the map
+        (2 × C each), the
+        (log-)probabilities and their temporaries there (3 × K each), and the log-likelihood
+        and LOO weights at all N points (2 N)."""
         n_classes = 2 if C == 1 else C
-        return (C + 3 * n_classes + 2) * N
+        held = min(N, max(_post.MIN_MAP_POINTS, _post.AFTER_FIT_ENTRIES // max(S * C, 1)))
+        return S * ((2 * C + 3 * n_classes) * held + 2 * N)
 
     def _unconverged_message(self, report, points) -> str:
         n_classifiers = self.posterior_["b"].shape[-1]
@@ -428,7 +433,12 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         """Calibration map and training log-likelihood (called once, at the end of :meth:`fit`).
 
         The decision values of every draw at the training points are computed once, here, and
-        serve both. Sets ``calibrator_`` (``None`` for ``calibration=None``),
+        serve both; when they would number more than
+        :data:`~bayesmkl.posterior.classification.AFTER_FIT_ENTRIES`, the ``"loo"`` map is
+        fitted on a random subset of the points
+        (:func:`~bayesmkl.posterior.classification.map_points`, fixed by the fit's seed) and
+        what is kept at every point is computed a block of points at a time. Sets
+        ``calibrator_`` (``None`` for ``calibration=None``),
         ``oof_log_predictive_`` (the calibrated held-out log predictive of each training point)
         and ``log_likelihood_`` ``(chains, draws, N)``: per draw, the log probability of each
         training label under the fitted rule. ``K`` are the training kernels ``(P, N, N)``;
@@ -438,7 +448,21 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         continued (only ``log_likelihood_`` is recomputed).
         """
         _, codes = validate_labels(y, len(y))
-        F = np.asarray(posterior_decision_values(self.posterior_, K))  # (S, N, C), once
+        N, C = len(codes), self.posterior_["b"].shape[-1]
+        draws_shape = self.posterior_["w"].shape[:2]
+        per_point = int(np.prod(draws_shape)) * C
+        delta = signed_targets(codes, len(self.classes_), self.binary_mode)
+        sw = None if sample_weight is None else np.asarray(sample_weight)
+
+        def decisions(rows):  # (S, n, C) at the training points ``rows``
+            return np.asarray(posterior_decision_values(self.posterior_, K[:, rows]))
+
+        # the map's points: all of them, or a subset when their draws are too many (then
+        # what is kept at every point is computed again in blocks below)
+        fit_rows = _post.map_points(N, per_point, seed=self.random_seed_)
+        blocks = _post.training_blocks(N, per_point)
+        rows = slice(None) if fit_rows is None else fit_rows
+        F = decisions(rows)  # (S, n, C), once
         check_decision_scale(F, training=True)  # drifted draws: that warning says it all
         degenerate = not np.max(np.abs(F)) > DECISION_WARN_LIMIT and check_degenerate_posterior(
             F, who="BM3KLClassifier", hyper=resolve_hyper(self)._asdict(),
@@ -452,10 +476,11 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         if not reuse_map:
             self.calibrator_ = None
             self.oof_log_predictive_ = None
+        log_w = None
         if self.calibration == "loo" and not reuse_map:
-            delta = signed_targets(codes, len(self.classes_), self.binary_mode)
-            self.calibrator_, self.oof_log_predictive_ = _post.loo_calibration(
-                F, codes, delta, gamma0=self.gamma0_, sample_weight=sample_weight,
+            self.calibrator_, log_w = _post.loo_map(
+                F, codes[rows], delta[:, rows], gamma0=self.gamma0_,
+                sample_weight=None if sw is None else sw[rows],
                 always_warn=self.prior == "paper",
             )  # fmt: skip
         elif self.calibration is not None and not reuse_map:
@@ -468,10 +493,28 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
             self.calibrator_, self.oof_log_predictive_ = _post.crossfit_calibration(
                 draws, index, codes, gamma0=self.gamma0_, sample_weight=sample_weight
             )
-        self.log_likelihood_ = _post.label_log_likelihood(
-            F, codes, self.posterior_["w"].shape[:2], gamma0=self.gamma0_,
-            calibrator=self._calibrator(),
-        )  # fmt: skip
+        # what is kept at every training point: from F when it holds them all, else a block
+        # of points at a time
+        loo = log_w is not None
+        if loo:
+            self.oof_log_predictive_ = np.empty(N)
+        log_lik = np.empty((int(np.prod(draws_shape)), N))
+        for block in [slice(None)] if fit_rows is None else blocks:
+            if fit_rows is not None:
+                F = decisions(block)
+                if loo:
+                    log_w = _post.loo_weights(
+                        F, delta[:, block], gamma0=self.gamma0_,
+                        sample_weight=None if sw is None else sw[block],
+                    )[0]  # fmt: skip
+            if loo:
+                self.oof_log_predictive_[block] = _post.loo_predictive(
+                    F, codes[block], log_w, self.calibrator_
+                )
+            log_lik[:, block] = _post.label_log_likelihood(
+                F, codes[block], (-1,), gamma0=self.gamma0_, calibrator=self._calibrator()
+            )  # fmt: skip
+        self.log_likelihood_ = log_lik.reshape(*draws_shape, N)
 
     # ------------------------------------------------------------------------------------
     # prediction

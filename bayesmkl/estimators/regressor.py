@@ -356,10 +356,10 @@ class BM3KLRegressor(RegressorMixin, BM3KLBase):
         lam = 2 * C * N if M == N else 0
         return 2 * P + 3 * C * M + lam + C + 2 + len(EXTRA_FIELDS) + monitored
 
-    def _after_fit_entries(self, C: int, N: int) -> int:
+    def _after_fit_entries(self, C: int, N: int, S: int) -> int:
         """The function values, the log-likelihood and two temporaries of the noise law at the
-        training points."""
-        return 4 * C * N
+        training points, per draw."""
+        return 4 * C * N * S
 
     def _set_fitted(self, *, y_mean, y_scale, **fitted):
         """Set the fitted attributes (both :meth:`fit` and :meth:`load` use it): ``y_mean_``,

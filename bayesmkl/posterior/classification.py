@@ -25,18 +25,32 @@ from bayesmkl.posterior.checks import check_predictions
 from bayesmkl.posterior.predictive import draw_log_probabilities, draw_probabilities
 
 __all__ = [
+    "AFTER_FIT_ENTRIES",
     "LOO_KHAT_WARN",
+    "MIN_MAP_POINTS",
     "crossfit_calibration",
     "label_log_likelihood",
     "log_proba_draws",
     "loo_calibration",
+    "loo_map",
+    "loo_predictive",
+    "loo_weights",
+    "map_points",
     "probability_mcse",
     "proba_draws",
+    "training_blocks",
 ]
 
 #: ``calibration="loo"`` warns above this share of training points with Pareto k̂ > 0.7, and always
 #: under the paper's prior, where the LOO map is far worse than the k-fold one.
 LOO_KHAT_WARN = 0.3
+#: Most decision values (draws × points × classifiers, float64) that ``fit`` holds at once after
+#: sampling: the calibration map is fitted on a subset of the training points above it
+#: (:func:`map_points`) and the values kept at every training point are computed in blocks of
+#: points (:func:`training_blocks`).
+AFTER_FIT_ENTRIES = 2**26
+#: Fewest training points a calibration map is fitted on (all of them when there are fewer).
+MIN_MAP_POINTS = 1_000
 
 
 def probability_mcse(P, n_chains: int) -> np.ndarray:
@@ -129,11 +143,30 @@ def loo_calibration(F, codes, delta, *, gamma0: float, sample_weight=None, alway
 
     ``F: (S, N, C)`` are the decision draws of the training points, ``codes`` their labels,
     ``delta: (C, N)`` the ±1 targets and ``sample_weight`` the fit's weights (or ``None``).
+    Warns as :func:`loo_map` does. The same as :func:`loo_map` then :func:`loo_predictive`.
+    """
+    cal, log_w = loo_map(F, codes, delta, gamma0=gamma0, sample_weight=sample_weight,
+                         always_warn=always_warn)  # fmt: skip
+    return cal, loo_predictive(F, codes, log_w, cal)
+
+
+def loo_weights(F, delta, *, gamma0: float, sample_weight=None) -> tuple:
+    """``(log_w (S, N), khat (N,))``: the PSIS-LOO log weights of each training point's draws
+    (:func:`~bayesmkl.posterior.loo.psis_log_weights` of its pseudo-likelihood factor), from
+    its decision draws ``F: (S, N, C)``; each point's weights depend on its own draws only."""
+    return _loo.psis_log_weights(_point_log_lik(F, delta, gamma0, sample_weight))
+
+
+def loo_map(F, codes, delta, *, gamma0: float, sample_weight=None, always_warn=False):
+    """``(Calibrator, log_w (S, N))``: the ``calibration="loo"`` map fitted on the
+    PSIS-LOO-weighted draws ``F: (S, N, C)`` of the training points it is given, and their
+    log weights (:func:`loo_weights`).
+
     Warns (``UserWarning``) when the draws are too few for Pareto smoothing, when more than
     :data:`LOO_KHAT_WARN` of the points have k̂ above the reliable range, or whenever
     ``always_warn`` (the paper's prior).
     """
-    log_w, khat = _loo.psis_log_weights(_point_log_lik(F, delta, gamma0, sample_weight))
+    log_w, khat = loo_weights(F, delta, gamma0=gamma0, sample_weight=sample_weight)
     cal = _loo._calibrator_from_weights(
         F, codes, log_w, khat, gamma0=gamma0, point_weights=sample_weight, per_class=True,
     )  # fmt: skip
@@ -155,14 +188,52 @@ def loo_calibration(F, codes, delta, *, gamma0: float, sample_weight=None, alway
             UserWarning,
             stacklevel=4,
         )
-    # each point's LOO predictive, a block of points at a time: no (S, N) temporaries
+    return cal, log_w
+
+
+def loo_predictive(F, codes, log_w, cal) -> np.ndarray:
+    """Each training point's calibrated leave-one-out log predictive ``(N,)`` under the map
+    ``cal``, from its decision draws ``F: (S, N, C)``, label ``codes`` and PSIS log weights
+    ``log_w: (S, N)`` (:func:`loo_weights`); a block of points at a time, so no (S, N)
+    temporaries."""
     S, N, C = F.shape
     codes = np.asarray(codes)
     loo = np.empty(N)
     for c in _calibration.point_slices(N, S * C, POINT_BLOCK_ENTRIES):
         lp = label_log_proba(F[:, c], codes[c], cal.log_proba_draws)
         loo[c] = logsumexp(lp + log_w[:, c], axis=0)
-    return cal, loo
+    return loo
+
+
+def map_points(n_points: int, per_point: int, seed: int):
+    """The training points the calibration map is fitted on: ``None`` (all of them) when their
+    decision draws, ``per_point`` values a point (draws × classifiers), number at most
+    :data:`AFTER_FIT_ENTRIES`; else a random subset (fixed by ``seed``, sorted) of as many
+    points as fit in that number, and at least :data:`MIN_MAP_POINTS`.
+
+    The map has two parameters per class; a few thousand points pin them down, while all the
+    points of a large multi-class fit would hold draws × points × classes values (12 GB in
+    float64 at 4,200 draws, 14,000 rows and 26 classes) and make each evaluation of its
+    objective as slow.
+
+    Examples
+    --------
+    >>> map_points(398, 4_400, seed=0) is None
+    True
+    >>> len(map_points(7_694, 42_000, seed=0))  # 4,200 draws of 10 classes
+    1597
+    """
+    n = max(MIN_MAP_POINTS, AFTER_FIT_ENTRIES // max(int(per_point), 1))
+    if n >= n_points:
+        return None
+    return np.sort(np.random.default_rng(seed).choice(n_points, n, replace=False))
+
+
+def training_blocks(n_points: int, per_point: int) -> list[slice]:
+    """Consecutive slices of the training points whose decision draws, ``per_point`` values a
+    point, number at most :data:`AFTER_FIT_ENTRIES` (one slice when they all do): the blocks in
+    which ``fit`` computes what it keeps at every training point."""
+    return _calibration.point_slices(n_points, per_point, AFTER_FIT_ENTRIES)
 
 
 def crossfit_calibration(fold_draws, fold_index, codes, *, gamma0: float, sample_weight=None):

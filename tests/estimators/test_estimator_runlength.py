@@ -199,3 +199,58 @@ def test_each_fixed_length_fit_warns_once_and_a_filter_silences_cross_validation
         warnings.simplefilter("always")
         reg.fit(X, y.astype(float) + X[:, 0])
     assert sum(issubclass(w.category, ConvergenceWarning) for w in caught) == 1
+
+
+def _three_class_fit():
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    idx = np.random.default_rng(0).permutation(len(y))[:45]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return BM3KLClassifier(num_warmup=10, num_samples=30, num_chains=2, random_state=0,
+                               progress_bar=False).fit(X[idx], y[idx])  # fmt: skip
+
+
+@pytest.mark.parametrize("which", ["binary", "three classes"])
+def test_a_large_fit_maps_a_subset_and_keeps_every_point_in_blocks(fitted, which, monkeypatch):
+    """Above ``AFTER_FIT_ENTRIES`` decision values the LOO map is fitted on the subset of
+    ``map_points`` and the log-likelihood and LOO predictive of every training point are
+    computed in blocks: the same values as the whole-array functions give with that map."""
+    import copy
+
+    from bayesmkl.config import x64_scope
+    from bayesmkl.model.classification import signed_targets
+    from bayesmkl.posterior import classification as post
+    from bayesmkl.posterior.predictive import posterior_decision_values
+
+    clf = copy.deepcopy(fitted[0] if which == "binary" else _three_class_fit())
+    K = np.asarray(clf.kernel_input_.pool.train_kernels())
+    S = int(np.prod(clf.posterior_["w"].shape[:2]))
+    C, N = clf.posterior_["b"].shape[-1], len(clf.y_train_)
+    monkeypatch.setattr(post, "AFTER_FIT_ENTRIES", S * C * 10)  # blocks of 10 points
+    monkeypatch.setattr(post, "MIN_MAP_POINTS", 12)  # the map on 12 of the points
+    idx = post.map_points(N, S * C, seed=clf.random_seed_)
+    assert len(idx) == 12 and len(post.training_blocks(N, S * C)) == -(-N // 10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf._fit_calibration(K, clf.y_train_)
+    codes = np.searchsorted(clf.classes_, clf.y_train_)
+    with x64_scope(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        F = np.asarray(posterior_decision_values(clf.posterior_, K))
+        delta = signed_targets(codes, len(clf.classes_), clf.binary_mode)
+        cal, _ = post.loo_map(F[:, idx], codes[idx], delta[:, idx], gamma0=clf.gamma0_)
+        log_w = post.loo_weights(F, delta, gamma0=clf.gamma0_)[0]
+        oof = post.loo_predictive(F, codes, log_w, cal)
+        ll = post.label_log_likelihood(F, codes, clf.posterior_["w"].shape[:2],
+                                       gamma0=clf.gamma0_, calibrator=cal)  # fmt: skip
+    # the subset's decision values come from its own kernel rows: equal to rounding
+    for field in ("temperature", "intercept", "class_temperatures", "class_intercepts"):
+        np.testing.assert_allclose(getattr(clf.calibrator_, field), getattr(cal, field),
+                                   rtol=1e-9, atol=1e-12, err_msg=field)  # fmt: skip
+    np.testing.assert_allclose(clf.oof_log_predictive_, oof, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(clf.log_likelihood_, ll, rtol=1e-12, atol=1e-12)
+    # a map on all the points is another map: the subset is what was fitted on
+    whole, _ = post.loo_map(F, codes, delta, gamma0=clf.gamma0_)
+    assert abs(whole.temperature - cal.temperature) > 1e-6 * cal.temperature
