@@ -330,3 +330,19 @@ def test_sweep_memory_estimate_follows_the_compiled_sweep():
         plan = jax.jit(vsweep).lower(state, K, delta).compile().memory_analysis()
     ratio = plan.temp_size_in_bytes / (m["systems"] + m["collapsed"])
     assert 0.8 < ratio < 1.25, ratio
+
+
+def test_after_fit_memory_holds_the_map_subset_unless_the_map_is_cross_fitted():
+    """After sampling a LOO-calibrated fit holds the decision values of at most
+    ``AFTER_FIT_ENTRIES`` (or ``MIN_MAP_POINTS`` points'), plus the log-likelihood and LOO
+    weights at every point; a cross-fitted map holds its folds' draws at every point."""
+    from bayesmkl.posterior.classification import AFTER_FIT_ENTRIES, MIN_MAP_POINTS
+
+    S, C, N = 4_200, 10, 7_694  # penbased's 7,694 training rows, 4 × 1,050 draws
+    loo = BM3KLClassifier()._after_fit_entries(C, N, S)
+    held = AFTER_FIT_ENTRIES // (S * C)
+    assert MIN_MAP_POINTS < held < N
+    assert loo == S * ((2 * C + 3 * C) * held + 2 * N)
+    assert BM3KLClassifier(calibration="cv")._after_fit_entries(C, N, S) == S * (5 * C + 2) * N
+    small = BM3KLClassifier()._after_fit_entries(1, 398, S)  # every point, as before
+    assert small == S * ((2 + 3 * 2) * 398 + 2 * 398)
