@@ -211,10 +211,11 @@ def map_points(n_points: int, per_point: int, seed: int):
     :data:`AFTER_FIT_ENTRIES`; else a random subset (fixed by ``seed``, sorted) of as many
     points as fit in that number, and at least :data:`MIN_MAP_POINTS`.
 
-    The map has two parameters per class; a few thousand points pin them down, while all the
-    points of a large multi-class fit would hold draws × points × classes values (12 GB in
-    float64 at 4,200 draws, 14,000 rows and 26 classes) and make each evaluation of its
-    objective as slow.
+    The subset bounds the memory and the time of the map's fit: all the points of a large
+    multi-class fit would hold draws × points × classes values (12 GB in float64 at 4,200
+    draws, 14,000 rows and 26 classes), and each evaluation of the map's objective reads them
+    all. The map's per-class parameters then rest on fewer points (docs/benchmarks.md, "Large
+    data sets", gives the cost in log-loss).
 
     Examples
     --------
