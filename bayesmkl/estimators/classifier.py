@@ -406,10 +406,9 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         """Per draw: the decision values of the points held at once (all N, or the
         calibration map's subset and blocks of as many,
         :func:`~bayesmkl.posterior.classification.map_points`) and their copy for the map
-        (2 × C each), the
-        (log-)probabilities and their temporaries there (3 × K each), and the log-likelihood
-        and LOO weights at all N points (2 N). A cross-fitted map (``calibration="cv"`` or an
-        int) holds its folds' held-out draws at all N points."""
+        (2 × C each), the (log-)probabilities and their temporaries there (3 × K each), and
+        the log-likelihood and LOO weights at all N points (2 N). A cross-fitted map
+        (``calibration="cv"`` or an int) holds its folds' held-out draws at all N points."""
         n_classes = 2 if C == 1 else C
         held = min(N, max(_post.MIN_MAP_POINTS, _post.AFTER_FIT_ENTRIES // max(S * C, 1)))
         if self.calibration not in (None, "loo"):
