@@ -410,9 +410,7 @@ class BM3KLClassifier(ClassifierMixin, BM3KLBase):
         the log-likelihood and LOO weights at all N points (2 N). A cross-fitted map
         (``calibration="cv"`` or an int) holds its folds' held-out draws at all N points."""
         n_classes = 2 if C == 1 else C
-        held = min(N, max(_post.MIN_MAP_POINTS, _post.AFTER_FIT_ENTRIES // max(S * C, 1)))
-        if self.calibration not in (None, "loo"):
-            held = N
+        held = _post.map_size(N, S * C) if self.calibration in (None, "loo") else N
         return S * ((2 * C + 3 * n_classes) * held + 2 * N)
 
     def _unconverged_message(self, report, points) -> str:

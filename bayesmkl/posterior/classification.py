@@ -36,6 +36,7 @@ __all__ = [
     "loo_predictive",
     "loo_weights",
     "map_points",
+    "map_size",
     "probability_mcse",
     "proba_draws",
     "training_blocks",
@@ -224,10 +225,17 @@ def map_points(n_points: int, per_point: int, seed: int):
     >>> len(map_points(7_694, 42_000, seed=0))  # 4,200 draws of 10 classes
     1597
     """
-    n = max(MIN_MAP_POINTS, AFTER_FIT_ENTRIES // max(int(per_point), 1))
+    n = map_size(n_points, per_point)
     if n >= n_points:
         return None
     return np.sort(np.random.default_rng(seed).choice(n_points, n, replace=False))
+
+
+def map_size(n_points: int, per_point: int) -> int:
+    """How many of ``n_points`` training points the calibration map is fitted on
+    (:func:`map_points`): all of them, or as many as :data:`AFTER_FIT_ENTRIES` holds at
+    ``per_point`` values a point and at least :data:`MIN_MAP_POINTS`."""
+    return min(int(n_points), max(MIN_MAP_POINTS, AFTER_FIT_ENTRIES // max(int(per_point), 1)))
 
 
 def training_blocks(n_points: int, per_point: int) -> list[slice]:
