@@ -31,6 +31,10 @@ import numpy as np
 from bayesmkl.sampler.convergence import rhat_and_ess_bulk
 
 CONSTANT_SD = 1e-10
+#: Sweeps of the first chunk of a run with a time budget, when the runner runs chunks of any
+#: length with one program (:class:`~bayesmkl.sampler.runner.ChainRunner`): the pace of a
+#: sweep is measured on them before a longer chunk is started.
+FIRST_TIMED_SWEEPS = 5
 
 
 class RunReport(NamedTuple):
@@ -183,6 +187,36 @@ def _thin(d: dict, step: int) -> dict:
     return {k: v[:, ::step] for k, v in d.items()}
 
 
+def _latest(parts: list, n: int) -> list:
+    """The last ``n`` sweeps of chunk parts ``(draws, extra, monitored or None)``, each a dict
+    of ``(chains, sweeps, ...)`` arrays."""
+    keep, total = [], 0
+    for part in reversed(parts):
+        if total >= n:
+            break
+        keep.insert(0, part)
+        total += next(iter(part[0].values())).shape[1]
+    if total > n:  # the oldest kept part loses its first sweeps
+        keep[0] = tuple(None if d is None else {k: v[:, total - n :] for k, v in d.items()}
+                        for d in keep[0])  # fmt: skip
+    return keep
+
+
+def _stop_for_time(samples, extra, mons, warm_kept, warm_left, done, done0, thin, t0, c0,
+                   seconds0, rhat_target, ess_target, bar, warmup_total, monitor=None):  # fmt: skip
+    """The result of a run whose time budget ends before its next chunk: during warm-up, the
+    latest warm-up draws (``warm_kept``, :func:`_latest`) with ``stopped_in="warmup"``; after
+    it, the draws so far."""
+    if warm_left == 0:
+        return _finish(samples, extra, mons, "max_time", done0 + done, thin, t0, c0, seconds0,
+                       rhat_target, ess_target, bar, warmup_sweeps=warmup_total)  # fmt: skip
+    s, x = (_concat([p[i] for p in warm_kept]) for i in (0, 1))
+    m = monitor(s) if warm_kept[0][2] is None else _concat([p[2] for p in warm_kept])
+    return _finish([s], [x], [m], "max_time", done0, thin, t0, c0, seconds0, rhat_target,
+                   ess_target, bar, stopped_in="warmup",
+                   warmup_sweeps=warmup_total - warm_left)  # fmt: skip
+
+
 def sample_until_converged(
     mcmc,
     rng_key,
@@ -232,8 +266,13 @@ def sample_until_converged(
     max_time : float or None
         Wall-clock budget in seconds (warm-up and compilation included). Before each chunk the
         run stops if that chunk, at the pace of the last one, would end past the budget; the
-        first chunk always runs (it predicts nothing: it includes compilation). A budget spent
-        during warm-up returns the last warm-up chunk's draws with ``num_samples = 0`` and
+        first chunk always runs (it predicts nothing: it includes compilation). With a runner
+        that has a ``capacity`` (a :class:`~bayesmkl.sampler.runner.ChainRunner`, which runs
+        chunks of any length up to it with one program), the first chunk is
+        :data:`FIRST_TIMED_SWEEPS` sweeps and
+        each later one is cut to the sweeps that fit in what is left of the budget, so the run
+        ends within about a sweep of it. A budget spent during warm-up returns the last
+        warm-up sweeps (at most a chunk's) with ``num_samples = 0`` and
         ``stopped_in="warmup"``.
     deadline : float or None
         The same budget as an absolute :func:`time.perf_counter` reading, for a caller whose
@@ -286,16 +325,28 @@ def sample_until_converged(
         thin, done0, seconds0 = int(resume.thinning), int(resume.num_samples), resume.seconds
         warm_left = 0
     warmup_total = warm_left
+    # a runner of chunks of any length with one program: the sweeps are fitted to the budget
+    fitted = end is not None and hasattr(mcmc, "capacity") and not fixed
+    warm_kept = []  # the latest warm-up draws (at most a chunk's), for a stop in warm-up
     key, pace, next_check = rng_key, None, check_every
+    sweep_pace = 0.0  # seconds a sweep, compilation excluded
     check_cost = 0.0  # seconds of the last convergence check; the final report costs as much
     bar = _progress_bar(
         progress, warm_left + (max_samples if fixed else min(next_check, max_samples))
     )
     try:
         while True:
-            # the last call runs only the sweeps left in the budget (one more compile)
-            mcmc.num_samples = min(chunk, warm_left + max_samples - done)
-            n_run = int(mcmc.num_samples)
+            # the last call runs only the sweeps left (a NumPyro MCMC compiles once more)
+            n_run = min(chunk, warm_left + max_samples - done)
+            if fitted and pace is None:
+                n_run = min(n_run, FIRST_TIMED_SWEEPS)
+            elif fitted:  # as many sweeps as end by the deadline, the checks' time kept
+                n_run = min(n_run, int((end - time.perf_counter() - 2 * check_cost) / sweep_pace))
+                if n_run < 1:
+                    return _stop_for_time(samples, extra, mons, warm_kept, warm_left, done,
+                                          done0, thin, t0, c0, seconds0, rhat_target,
+                                          ess_target, bar, warmup_total, monitor)  # fmt: skip
+            mcmc.num_samples = n_run
             t_chunk, c_chunk = time.perf_counter(), compile_clock()
             with _compiling(bar, first=pace is None):
                 mcmc.run(key, *model_args, extra_fields=extra_fields)
@@ -306,18 +357,17 @@ def sample_until_converged(
             mcmc.post_warmup_state = mcmc.last_state
             key = mcmc.post_warmup_state.rng_key
             pace = (time.perf_counter() - t_chunk) - (compile_clock() - c_chunk)
+            sweep_pace = max(pace, 1e-9) / n_run
             skip = min(warm_left, n_run)
             warm_left -= skip
             if bar is not None:
                 bar.update(n_run)
             if skip == n_run:  # a warm-up chunk: nothing kept
-                if end is not None and time.perf_counter() + pace > end:
-                    samples, extra = [s], [x]  # the budget ran out during warm-up
-                    mons = [monitor(s) if m is None else m]
-                    return _finish(samples, extra, mons, "max_time", done0, thin, t0, c0,
-                                   seconds0, rhat_target, ess_target, bar,
-                                   stopped_in="warmup",
-                                   warmup_sweeps=warmup_total - warm_left)  # fmt: skip
+                warm_kept = _latest([*warm_kept, (s, x, m)], chunk)
+                if not fitted and end is not None and time.perf_counter() + pace > end:
+                    return _stop_for_time(samples, extra, mons, warm_kept, warm_left, done,
+                                          done0, thin, t0, c0, seconds0, rhat_target,
+                                          ess_target, bar, warmup_total, monitor)  # fmt: skip
                 continue
             s = {k: v[:, skip:] for k, v in s.items()}
             x = {k: v[:, skip:] for k, v in x.items()}
@@ -349,8 +399,10 @@ def sample_until_converged(
             if stopped_by is None and not fixed and done >= max_samples:
                 stopped_by = "max_samples"
             # the next chunk, a check after it and the final report must end by the deadline
+            # (a runner fitted to the budget cuts the next chunk instead)
             ahead = pace + (check_cost if done + n_run >= next_check else 0.0) + check_cost
-            if stopped_by is None and end is not None and time.perf_counter() + ahead > end:
+            late = end is not None and time.perf_counter() + ahead > end
+            if stopped_by is None and not fitted and late:
                 stopped_by = "max_time"
             if stopped_by is not None:
                 return _finish(samples, extra, mons, stopped_by, done0 + done, thin, t0, c0,

@@ -7,16 +7,18 @@
 collection loop anew, so a run cut into chunks — which the time budget and the progress bar
 need — would pay a compile per chunk. Here one chunk is a pure function
 
-    ``chunk(state, K, targets, weight, margin) -> (state, draws)``: ``lax.scan`` of
-    ``num_samples`` vmapped sweeps of :func:`~bayesmkl.sampler.sweep.build_sweep`,
+    ``chunk(state, K, targets, weight, margin, points, sweeps) -> (state, draws)``: a loop of
+    ``sweeps`` vmapped sweeps of :func:`~bayesmkl.sampler.sweep.build_sweep`, their draws
+    written into buffers of the chunk's length (the loop ``lax.scan`` builds, with its bound
+    given at run time, so a shorter chunk runs the same program),
 
 jitted once per (likelihood, sweep configuration, warm-up length, chunk length, collected
-fields) and kept
-in a small module-level cache, so every chunk of a run and every later fit with the same
-configuration reuse it (a new data shape compiles again, or loads from JAX's persistent cache).
-The chains, their keys and their draws are those of ``MCMC(..., chain_method="vectorized")``:
-the same :meth:`BM3KLKernel.init <bayesmkl.sampler.kernel.BM3KLKernel.init>` on the same
-split keys, then the same sweeps.
+fields) and kept in a small module-level cache, so every chunk of a run and every later fit
+with the same configuration reuse it (a new data shape compiles again, or loads from JAX's
+persistent cache). The chains, their keys and their draws are those of
+``MCMC(..., chain_method="vectorized")``: the same
+:meth:`BM3KLKernel.init <bayesmkl.sampler.kernel.BM3KLKernel.init>` on the same split keys,
+then the same sweeps.
 """
 
 from __future__ import annotations
@@ -122,15 +124,25 @@ def _chunk_fn(likelihood, config, num_warmup: int, length: int, fields: tuple, m
 
         vsweep = jax.vmap(one, in_axes=(0, None, None, None, None))
 
-        def run(state, K, targets, weight, margin, points):
-            def body(s, _):
+        def run(state, K, targets, weight, margin, points, sweeps):
+            def step(s):
                 s = vsweep(s, K, targets, weight, margin)  # s.f: (chains, C, N)
                 # the monitored points, point-major: (chains, n·C), as run_monitor orders them
                 f_mon = jnp.swapaxes(jnp.take(s.f, points, axis=2), 1, 2).reshape(s.f.shape[0], -1)
                 z = {k: v for k, v in s.z._asdict().items() if k not in dropped} if dropped else s.z
                 return s, (z, tuple(getattr(s, n) for n in fields), f_mon if monitors else ())
 
-            return jax.lax.scan(body, state, None, length=length)
+            # ``sweeps`` ≤ ``length`` sweeps, their draws in buffers of ``length`` (the loop
+            # lax.scan would build, with a bound given at run time)
+            out = jax.eval_shape(lambda s: step(s)[1], state)
+            bufs = jax.tree.map(lambda a: jnp.zeros((length, *a.shape), a.dtype), out)
+
+            def body(i, carry):
+                s, ys = step(carry[0])
+                put = partial(jax.lax.dynamic_update_index_in_dim, index=i, axis=0)
+                return s, jax.tree.map(put, carry[1], ys)
+
+            return jax.lax.fori_loop(0, sweeps, body, (state, bufs))
 
         fn = jax.jit(run)
     _CHUNKS[key] = fn
@@ -207,9 +219,9 @@ def _join(parts):
     return jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *parts)
 
 
-def _by_chain(x):
-    """``(draws, chains, ...)`` → ``(chains, draws, ...)`` as NumPy."""
-    return np.swapaxes(np.asarray(x), 0, 1)
+def _by_chain(x, n: int):
+    """The first ``n`` of ``(draws, chains, ...)`` → ``(chains, n, ...)`` as NumPy."""
+    return np.swapaxes(np.asarray(x)[:n], 0, 1)
 
 
 class ChainRunner:
@@ -225,8 +237,10 @@ class ChainRunner:
         (:func:`~bayesmkl.sampler.runlength.sample_until_converged`'s ``num_warmup``).
     num_chains : int
     num_samples : int
-        Sweeps per :meth:`run` (the chunk length); may be changed between calls (a new length
-        compiles once more).
+        Sweeps per :meth:`run` (the chunk length); may be changed between calls. The compiled
+        chunk runs any number of sweeps up to its length, :attr:`capacity` (``num_samples`` at
+        construction, or the largest asked since): a shorter run reuses it, a longer one
+        compiles once more.
     monitor_points : array of int, optional
         Training points whose held-in decision values each chunk also returns
         (:meth:`get_monitored`), taken from the sweep's :class:`~bayesmkl.sampler.state.Info`,
@@ -247,6 +261,7 @@ class ChainRunner:
         self.kernel = kernel
         self.num_chains = int(num_chains)
         self.num_samples = int(num_samples)
+        self.capacity = self.num_samples
         self.monitor_points = monitor_points
         self._groups_asked = chain_groups
         self.chain_groups = chain_groups_for(self.num_chains, chain_groups)
@@ -273,21 +288,24 @@ class ChainRunner:
         monitors = self.monitor_points is not None
         points = jnp.asarray(self.monitor_points if monitors else [0], dtype=jnp.int32)
         kernel = self.kernel
-        fn = _chunk_fn(kernel.likelihood, kernel.config, nw, self.num_samples, fields, monitors,
+        n = int(self.num_samples)
+        self.capacity = max(self.capacity, n)
+        fn = _chunk_fn(kernel.likelihood, kernel.config, nw, self.capacity, fields, monitors,
                        dropped)  # fmt: skip
         self.chain_groups = chain_groups_for(
             self.num_chains, self._groups_asked, int(np.prod(K.shape))
         )
         self.last_state, (z, extra, f_mon) = self._run_groups(
-            fn, state, (K, targets, weight, margin, points)
+            fn, state, (K, targets, weight, margin, points, jnp.int32(n))
         )
-        draws = {k: _by_chain(v) for k, v in (z if isinstance(z, dict) else z._asdict()).items()}
+        by_chain = partial(_by_chain, n=n)
+        draws = {k: by_chain(v) for k, v in (z if isinstance(z, dict) else z._asdict()).items()}
         draws["w"] = draws["e"] / draws["e"].sum(axis=-1, keepdims=True)
         self._draws = draws
-        self._extra = {f: _by_chain(v) for f, v in zip(fields, extra, strict=True)}
+        self._extra = {f: by_chain(v) for f, v in zip(fields, extra, strict=True)}
         self._monitored = None
         if monitors:
-            self._monitored = {"w": draws["w"], "f": _by_chain(f_mon)}
+            self._monitored = {"w": draws["w"], "f": by_chain(f_mon)}
             for site in kernel.monitored_sites:
                 self._monitored[site] = draws[site]
 

@@ -80,6 +80,65 @@ class _AR1Runner:
         return {}
 
 
+class _Clock:
+    """A stand-in for the :mod:`time` module whose clock moves only when a runner sweeps."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        return self.now
+
+
+class _TimedRunner(_AR1Runner):
+    """An AR(1) runner with a ``capacity`` (chunks of any length), each sweep 1 s on ``clock``;
+    it records the length of every chunk it runs."""
+
+    def __init__(self, chunk, clock):
+        super().__init__(chunk, 0.9)
+        self.capacity, self.clock, self.lengths = chunk, clock, []
+
+    def run(self, key, extra_fields=()):
+        super().run(key, extra_fields)
+        self.lengths.append(self.num_samples)
+        self.clock.now += self.num_samples
+
+
+def test_a_runner_with_a_capacity_fits_its_chunks_to_the_time_budget(monkeypatch):
+    """A first chunk of FIRST_TIMED_SWEEPS sweeps gives the pace; later chunks are cut to the
+    sweeps left in the budget, so the run ends at it instead of a chunk before or after."""
+    from bayesmkl.sampler import runlength
+
+    clock = _Clock()
+    monkeypatch.setattr(runlength, "time", clock)
+    first = runlength.FIRST_TIMED_SWEEPS
+    mcmc = _TimedRunner(50, clock)
+    _, _, rep = sample_until_converged(
+        mcmc, jax.random.key(0), (), _monitor, num_warmup=20, ess_target=1e9, max_samples=5000,
+        max_time=100.0,
+    )  # fmt: skip
+    assert mcmc.lengths == [first, 50, 100 - 50 - first]
+    assert rep.stopped_by == "max_time" and rep.num_samples == 80 and rep.seconds == 100.0
+    # a budget spent in warm-up keeps the latest warm-up sweeps, at most a chunk of them
+    clock.now = 0.0
+    mcmc = _TimedRunner(20, clock)
+    samples, _, rep = sample_until_converged(
+        mcmc, jax.random.key(0), (), _monitor, num_warmup=1000, ess_target=1e9,
+        max_samples=5000, max_time=48.0,
+    )  # fmt: skip
+    assert mcmc.lengths == [first, 20, 20, 48 - 40 - first]
+    assert rep.stopped_in == "warmup" and rep.warmup_sweeps == 48 and rep.num_samples == 0
+    assert samples["x"].shape == (4, 20)
+    np.testing.assert_array_equal(samples["x"][:, -3:], mcmc._draws["x"])
+    # a runner without one (NumPyro's MCMC) runs whole chunks while the next fits
+    clock.now = 0.0
+    mcmc = _TimedRunner(50, clock)
+    del mcmc.capacity
+    sample_until_converged(mcmc, jax.random.key(0), (), _monitor, num_warmup=20,
+                           ess_target=1e9, max_samples=5000, max_time=120.0)  # fmt: skip
+    assert mcmc.lengths == [50, 50]
+
+
 def test_next_check_comes_when_the_ess_projects_the_target():
     assert next_check_gap(250, 200.0, 400.0, 25, 250) == 250  # half way: as many again
     assert next_check_gap(250, 300.0, 400.0, 25, 250) == 84  # 250·(4/3 − 1), rounded up

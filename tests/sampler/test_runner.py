@@ -49,6 +49,39 @@ def test_chunks_give_numpyros_vectorized_draws_and_compile_once():
     assert run.get_extra_fields()["diverging"].shape == (3, 5)
 
 
+def test_a_shorter_chunk_reuses_the_program_and_continues_the_same_chains():
+    """Chunks of 2, 1 and 3 sweeps after one of 4 run the 4-sweep program (no compile) and give
+    the draws, extra fields and last state of one 10-sweep chunk, bit for bit."""
+    K, delta = _problem()
+    whole = ChainRunner(BM3KL(adapt_sweeps=3), num_chains=2, num_samples=10)
+    whole.run(jax.random.key(7), K, delta, extra_fields=("diverging",))
+    parts = ChainRunner(BM3KL(adapt_sweeps=3), num_chains=2, num_samples=4)
+    draws, extra = [], []
+    c0 = None
+    for n in (4, 2, 1, 3):
+        parts.num_samples = n
+        key = jax.random.key(7) if parts.last_state is None else parts.last_state.rng_key
+        parts.run(key, K, delta, extra_fields=("diverging",))
+        parts.post_warmup_state = parts.last_state
+        if c0 is None:
+            c0 = compile_clock()  # the first chunk compiles; the shorter ones must not
+        draws.append(parts.get_samples())
+        extra.append(parts.get_extra_fields())
+        assert draws[-1]["a"].shape[1] == n and parts.capacity == 4
+    assert compile_clock() == c0
+    for site, v in whole.get_samples().items():
+        np.testing.assert_array_equal(np.concatenate([d[site] for d in draws], axis=1), v)
+    np.testing.assert_array_equal(
+        np.concatenate([x["diverging"] for x in extra], axis=1),
+        whole.get_extra_fields()["diverging"],
+    )
+    leaves = zip(jax.tree.leaves(parts.last_state), jax.tree.leaves(whole.last_state), strict=True)
+    for got, want in leaves:
+        if jax.dtypes.issubdtype(got.dtype, jax.dtypes.prng_key):
+            got, want = jax.random.key_data(got), jax.random.key_data(want)
+        np.testing.assert_array_equal(got, want)
+
+
 def test_a_dropped_site_leaves_the_draws_and_omits_only_that_site():
     """``"~z.lam"`` (NumPyro's convention) leaves λ out of the draws; the chains are the same:
     every other site and extra field equals the run that keeps λ, bit for bit."""
