@@ -19,9 +19,15 @@ from bayesmkl.model.likelihood import psi
 DECISION_BATCH = 64
 #: Most entries ``batch_size·M·N`` of the weighted kernels a batch of :func:`draw_decision_values`
 #: may hold (256 MiB in float64). Above it the decision values go through the per-kernel
-#: contributions ``K_m a`` ``(P, M, batch_size·C)`` instead: a landmark fit on magic (M = 13,314
-#: training rows, N = 300 landmarks) held 64 × 13,314 × 300 float64 = 2.0 GB per batch there.
+#: contributions ``K_m a`` ``(P, M, batch_size·C)`` when there are at most
+#: :data:`MAX_PER_KERNEL_CLASSIFIERS` classifiers, else through the weighted kernels of fewer
+#: draws at a time: a landmark fit on magic (M = 13,314 training rows, N = 300 landmarks) held
+#: 64 × 13,314 × 300 float64 = 2.0 GB per batch there.
 MAX_WEIGHTED_KERNEL_ENTRIES = 2**25
+#: Most classifiers C for which the per-kernel contributions (one GEMM over all kernels,
+#: 2·P·M·N·C flops a draw) cost less than forming each draw's weighted kernel (P·M·N, bound by
+#: memory) and multiplying it (2·M·N·C flops).
+MAX_PER_KERNEL_CLASSIFIERS = 2
 
 
 @with_x64
@@ -38,9 +44,11 @@ def draw_decision_values(w, a, b, K_test, *, batch_size: int = DECISION_BATCH):
         Kernel rows between M new points and the N training points.
     batch_size : int
         Draws processed at once. Memory is bounded at ``batch_size·M·N`` values (the weighted
-        kernels of a batch) or, when that is above :data:`MAX_WEIGHTED_KERNEL_ENTRIES`, at
-        ``P·M·batch_size·C`` (the per-kernel contributions K_m a of a batch, summed over m with
-        each draw's weights: the same values up to rounding).
+        kernels of a batch). When that is above :data:`MAX_WEIGHTED_KERNEL_ENTRIES`, it is
+        bounded at ``P·M·batch_size·C`` (the per-kernel contributions K_m a of a batch, summed
+        over m with each draw's weights) for at most :data:`MAX_PER_KERNEL_CLASSIFIERS`
+        classifiers, and otherwise the batch is cut to the draws whose weighted kernels fit in
+        that bound: the same values up to rounding.
 
     Returns
     -------
@@ -48,7 +56,9 @@ def draw_decision_values(w, a, b, K_test, *, batch_size: int = DECISION_BATCH):
     """
     P, M, N = K_test.shape
     C = a.shape[1]
-    if batch_size * M * N <= MAX_WEIGHTED_KERNEL_ENTRIES:
+    if batch_size * M * N > MAX_WEIGHTED_KERNEL_ENTRIES and C > MAX_PER_KERNEL_CLASSIFIERS:
+        batch_size = max(1, MAX_WEIGHTED_KERNEL_ENTRIES // (M * N))
+    if batch_size * M * N <= MAX_WEIGHTED_KERNEL_ENTRIES or C > MAX_PER_KERNEL_CLASSIFIERS:
         Kflat = K_test.reshape(P, M * N)
 
         def one_batch(args):

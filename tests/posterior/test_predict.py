@@ -47,18 +47,20 @@ def test_draw_decision_values_equals_loop(batch_size):
     np.testing.assert_allclose(F, _naive(w, a, b, K_test), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("C", [1, 3])
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
 @pytest.mark.parametrize("batch_size", [64, 16, 1])
-def test_large_blocks_take_the_per_kernel_route(monkeypatch, batch_size, dtype):
+def test_large_blocks_give_the_same_values(monkeypatch, batch_size, dtype, C):
     """Above MAX_WEIGHTED_KERNEL_ENTRIES (forced to 0 here) the decision values go through the
-    per-kernel contributions K_m a: the same values as the loop (padding removed too)."""
+    per-kernel contributions K_m a (C = 1) or the weighted kernels one draw at a time (C = 3,
+    above MAX_PER_KERNEL_CLASSIFIERS): the same values as the loop (padding removed too)."""
     import bayesmkl.posterior.predictive as predictive
 
     monkeypatch.setattr(predictive, "MAX_WEIGHTED_KERNEL_ENTRIES", 0)
-    w, a, b, K_test = _draws(3)
+    w, a, b, K_test = _draws(3, C=C)
     F = draw_decision_values(jnp.asarray(w), jnp.asarray(a), jnp.asarray(b),
                              jnp.asarray(K_test, dtype), batch_size=batch_size)  # fmt: skip
-    assert F.shape == (70, 5, 3) and F.dtype == jnp.float64
+    assert F.shape == (70, 5, C) and F.dtype == jnp.float64
     tol = 1e-12 if dtype == jnp.float64 else 1e-5
     np.testing.assert_allclose(F, _naive(w, a, b, K_test), rtol=tol, atol=tol)
 
