@@ -269,11 +269,10 @@ def sample_until_converged(
         first chunk always runs (it predicts nothing: it includes compilation). With a runner
         that has a ``capacity`` (a :class:`~bayesmkl.sampler.runner.ChainRunner`, which runs
         chunks of any length up to it with one program), the first chunk is
-        :data:`FIRST_TIMED_SWEEPS` sweeps and
-        each later one is cut to the sweeps that fit in what is left of the budget, so the run
-        ends within about a sweep of it. A budget spent during warm-up returns the last
-        warm-up sweeps (at most a chunk's) with ``num_samples = 0`` and
-        ``stopped_in="warmup"``.
+        :data:`FIRST_TIMED_SWEEPS` sweeps and each later one is cut to the sweeps that fit in
+        what is left of the budget, so the run ends within about a sweep of it. A budget spent
+        during warm-up returns the last warm-up sweeps (at most a chunk's) with
+        ``num_samples = 0`` and ``stopped_in="warmup"``.
     deadline : float or None
         The same budget as an absolute :func:`time.perf_counter` reading, for a caller whose
         budget started before this call (an estimator counts its validation and kernels too);
