@@ -125,22 +125,22 @@ def _chunk_fn(likelihood, config, num_warmup: int, length: int, fields: tuple, m
         vsweep = jax.vmap(one, in_axes=(0, None, None, None, None))
 
         def run(state, K, targets, weight, margin, points, sweeps):
-            def step(s):
-                s = vsweep(s, K, targets, weight, margin)  # s.f: (chains, C, N)
+            def draws(s):  # what a chunk returns of each sweep's state
                 # the monitored points, point-major: (chains, n·C), as run_monitor orders them
                 f_mon = jnp.swapaxes(jnp.take(s.f, points, axis=2), 1, 2).reshape(s.f.shape[0], -1)
                 z = {k: v for k, v in s.z._asdict().items() if k not in dropped} if dropped else s.z
-                return s, (z, tuple(getattr(s, n) for n in fields), f_mon if monitors else ())
+                return z, tuple(getattr(s, n) for n in fields), f_mon if monitors else ()
 
             # ``sweeps`` ≤ ``length`` sweeps, their draws in buffers of ``length`` (the loop
-            # lax.scan would build, with a bound given at run time)
-            out = jax.eval_shape(lambda s: step(s)[1], state)
-            bufs = jax.tree.map(lambda a: jnp.zeros((length, *a.shape), a.dtype), out)
+            # lax.scan would build, with a bound given at run time); the buffers' shapes are
+            # those of the state's own draws, so the sweep is traced once
+            shapes = jax.eval_shape(draws, state)
+            bufs = jax.tree.map(lambda a: jnp.zeros((length, *a.shape), a.dtype), shapes)
 
             def body(i, carry):
-                s, ys = step(carry[0])
+                s = vsweep(carry[0], K, targets, weight, margin)  # s.f: (chains, C, N)
                 put = partial(jax.lax.dynamic_update_index_in_dim, index=i, axis=0)
-                return s, jax.tree.map(put, carry[1], ys)
+                return s, jax.tree.map(put, carry[1], draws(s))
 
             return jax.lax.fori_loop(0, sweeps, body, (state, bufs))
 
