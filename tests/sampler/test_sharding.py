@@ -14,14 +14,18 @@ import sys
 import textwrap
 from pathlib import Path
 
+import jax
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = textwrap.dedent(
     """
     import json
+    import os
     import jax
     import numpy as np
     from bayesmkl.config import x64_scope
+    from bayesmkl.estimators._fitting import enable_compilation_cache
     from bayesmkl.sampler import BM3KL
     from bayesmkl.sampler.runner import ChainRunner
     from bayesmkl.sampler.sharding import ROWS, row_mesh, shard_rows
@@ -32,6 +36,9 @@ SCRIPT = textwrap.dedent(
         runner.run(jax.random.key(3), K, delta)
         return runner
 
+    # the test suite's compilation cache (tests/conftest.py): a later run loads the programs
+    if os.environ.get("BAYESMKL_TEST_CACHE"):
+        enable_compilation_cache(os.environ["BAYESMKL_TEST_CACHE"], min_compile_time_secs=0.0)
     out = {"devices": len(jax.devices())}
     with x64_scope():
         for name, M in (("landmark", 8), ("exact", 40)):
@@ -59,7 +66,8 @@ SCRIPT = textwrap.dedent(
 
 def test_sharded_sweep_equals_the_unsharded_one_on_two_devices():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
-               PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1", JAX_PLATFORMS="cpu")  # fmt: skip
+               PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1", JAX_PLATFORMS="cpu",
+               BAYESMKL_TEST_CACHE=jax.config.jax_compilation_cache_dir or "")  # fmt: skip
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=600)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
