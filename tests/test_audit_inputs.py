@@ -216,6 +216,26 @@ def test_world_writable_cache_dir_is_not_used(tmp_path, monkeypatch):
         jax.config.update("jax_compilation_cache_dir", before)
 
 
+def test_cache_keeps_jaxs_threshold_unless_given_one(tmp_path):
+    """The smallest compile time stored is JAX's setting (1 s unless set, for instance by
+    $JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS) unless ``min_compile_time_secs`` is given."""
+    import jax
+    from jax._src import compilation_cache
+
+    before = (jax.config.jax_compilation_cache_dir,
+              jax.config.jax_persistent_cache_min_compile_time_secs)  # fmt: skip
+    try:
+        for given, expected in ((None, 0.25), (2.0, 2.0)):
+            jax.config.update("jax_compilation_cache_dir", None)
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.25)
+            assert enable_compilation_cache(tmp_path, min_compile_time_secs=given) == str(tmp_path)
+            assert jax.config.jax_persistent_cache_min_compile_time_secs == expected
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before[0])
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", before[1])
+        compilation_cache.reset_cache()  # the suite's cache again from the next compile
+
+
 # --------------------------------------------------------------------------------------------
 # figures, warnings, packaging
 # --------------------------------------------------------------------------------------------

@@ -26,8 +26,10 @@ sys.path.insert(0, str(BENCH))
 
 def _run(script, args, out_dir, stop_after=None, timeout=120):
     env = dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1", JAX_PLATFORMS="cpu")
-    # the compilation cache of the test suite: a restarted BM3KL run loads its program
+    # the compilation cache of the test suite, every program in it (tests/conftest.py): a
+    # restarted BM3KL run loads its programs
     env["BAYESMKL_CACHE_DIR"] = str(Path(tempfile.gettempdir()) / "bayesmkl-test-jax-cache")
+    env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     env.pop("BAYESMKL_BENCH_STOP_AFTER", None)
     if stop_after is not None:
         env["BAYESMKL_BENCH_STOP_AFTER"] = str(stop_after)

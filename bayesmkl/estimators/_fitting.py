@@ -80,7 +80,7 @@ def check_run_length(est) -> None:
 EXTRA_FIELDS = ("accept_prob", "diverging", "step_size", "potential_energy")
 
 
-def enable_compilation_cache(cache_dir=None, *, min_compile_time_secs: float = 1.0):
+def enable_compilation_cache(cache_dir=None, *, min_compile_time_secs: float | None = None):
     """Switch on JAX's persistent compilation cache (a directory of compiled programs).
 
     One BM3KL sweep takes seconds to compile, once per data shape and sampler configuration
@@ -97,8 +97,10 @@ def enable_compilation_cache(cache_dir=None, *, min_compile_time_secs: float = 1
     cache_dir : str or Path, optional
         Directory; default ``$BAYESMKL_CACHE_DIR`` or ``$XDG_CACHE_HOME/bayesmkl/jax``
         (``~/.cache/bayesmkl/jax``).
-    min_compile_time_secs : float, default 1.0
-        Only programs that took at least this long to compile are stored.
+    min_compile_time_secs : float, optional
+        Only programs that took at least this long to compile are stored. Default: JAX's
+        ``jax_persistent_cache_min_compile_time_secs``, 1 s unless set otherwise (for instance
+        by ``$JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS``; 0 stores every program).
 
     Returns
     -------
@@ -141,7 +143,9 @@ def enable_compilation_cache(cache_dir=None, *, min_compile_time_secs: float = 1
         return None
     drop_corrupt_cache_entries(cache_dir)
     jax.config.update("jax_compilation_cache_dir", str(cache_dir))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time_secs))
+    if min_compile_time_secs is not None:
+        seconds = float(min_compile_time_secs)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", seconds)
     try:  # JAX decides once per process whether the cache is used; let it decide again
         from jax._src import compilation_cache
 
