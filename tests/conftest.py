@@ -26,7 +26,7 @@ from bayesmkl.estimators._fitting import enable_compilation_cache
 
 # JAX compiles the sampler once per data shape and configuration; a persistent compilation
 # cache shared by every test module turns repeated compilations of the same program into loads.
-# Every program is stored, the small ones too (the package keeps those that took at least a
+# Every program is stored, the small ones too (JAX's default keeps those that took at least a
 # second): the suite fits hundreds of small data shapes, each with a score of programs that
 # compile in 0.1-0.5 s and load in milliseconds.
 enable_compilation_cache(Path(tempfile.gettempdir()) / "bayesmkl-test-jax-cache",
